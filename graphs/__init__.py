@@ -1,0 +1,1 @@
+"""LangGraph graphs (installed as `seal_graph.graphs`); `langgraph.json` names their modules."""

