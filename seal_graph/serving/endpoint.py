@@ -86,7 +86,6 @@ def attach(base_url: str, api_key: str | None = None, model: str | None = None) 
         raise ServerError(f"the model server at {endpoint.base_url} serves no model.")
     if model and model not in served:
         raise ConfigError(
-            f"model {model!r} is not served at {endpoint.base_url}; it serves: "
-            f"{', '.join(served)}"
+            f"model {model!r} is not served at {endpoint.base_url}; it serves: {', '.join(served)}"
         )
     return endpoint.model_copy(update={"model": model or served[0]})

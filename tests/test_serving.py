@@ -1,0 +1,81 @@
+"""The real server: chat, forced tool calls, served token ids, plain OpenAI clients."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import tool
+
+from seal_graph import ModelServer, served_tokens
+
+pytestmark = pytest.mark.server
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Return the current weather for a city."""
+    return f"sunny in {city}"
+
+
+def test_chat_returns_text_whose_token_ids_decode_to_it(server: ModelServer, tokenizer) -> None:
+    llm = server.chat_model(temperature=0.0, max_tokens=40, return_token_ids=True)
+    reply = llm.invoke([HumanMessage("Name one colour of the rainbow.")])
+    tokens = served_tokens(reply)
+    assert tokens is not None
+    assert reply.content.strip()
+    assert len(tokens.completion_logprobs) == len(tokens.completion_token_ids)
+    assert all(lp <= 0.0 for lp in tokens.completion_logprobs)
+    decoded = tokenizer.decode(tokens.completion_token_ids, skip_special_tokens=True)
+    assert decoded == reply.content
+    prompt = tokenizer.decode(tokens.prompt_token_ids)
+    assert prompt.endswith("Name one colour of the rainbow.<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_forced_tool_call_is_parsed(server: ModelServer) -> None:
+    llm = server.chat_model(temperature=0.0, max_tokens=60, return_token_ids=True)
+    reply = llm.bind_tools([get_weather], tool_choice="required").invoke(
+        [SystemMessage("Use the tools."), HumanMessage("What is the weather in Paris?")]
+    )
+    assert len(reply.tool_calls) >= 1
+    call = reply.tool_calls[0]
+    assert call["name"] == "get_weather"
+    assert isinstance(call["args"].get("city"), str)
+    assert served_tokens(reply).completion_token_ids
+
+
+def test_auto_tool_call_uses_hermes_format_and_tokens_match(server: ModelServer, tokenizer) -> None:
+    """With tool_choice=auto the served tokens are the template's <tool_call> block, which
+    vLLM's hermes parser turns into a structured call — the tokens a trainer will see."""
+    llm = server.chat_model(temperature=0.0, max_tokens=60, return_token_ids=True)
+    reply = llm.bind_tools([get_weather]).invoke(
+        [
+            SystemMessage("Always call a tool to answer."),
+            HumanMessage("What is the weather in Paris? Call get_weather."),
+        ]
+    )
+    raw = tokenizer.decode(served_tokens(reply).completion_token_ids, skip_special_tokens=True)
+    if reply.tool_calls:
+        assert "<tool_call>" in raw
+        assert reply.tool_calls[0]["name"] == "get_weather"
+    else:  # the model chose to answer in text: then the text is exactly the tokens
+        assert raw == reply.content
+
+
+async def test_concurrent_async_calls(server: ModelServer) -> None:
+    llm = server.chat_model(temperature=1.0, max_tokens=16, return_token_ids=True)
+    replies = await asyncio.gather(
+        *(llm.ainvoke([HumanMessage(f"Count to {n}.")]) for n in range(3, 9))
+    )
+    assert all(served_tokens(r).completion_token_ids for r in replies)
+
+
+def test_plain_openai_client_with_key(server: ModelServer) -> None:
+    client = openai.OpenAI(base_url=server.endpoint.base_url, api_key=server.endpoint.api_key)
+    models = [m.id for m in client.models.list()]
+    assert server.endpoint.model in models
+    bad = openai.OpenAI(base_url=server.endpoint.base_url, api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
