@@ -1,0 +1,294 @@
+"""The rollout graph: one episode of one task, under executable verification.
+
+    begin → user_turn → agent ⇄ tools → end_turn → (next user_turn | verify) → END
+
+The agent node calls the served model with the session's tools bound; the tools node
+executes its calls (validated, with a timeout, errors returned to the agent); a turn ends
+when the agent answers without a tool call or hits the per-turn step limit. The state
+records every LLM call with its served token ids and logprobs, every tool event and every
+turn; `verify` asks the environment's verifier for the reward and per-turn evidence.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+import openai
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_openai_messages,
+)
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
+
+from seal_graph import registry, sessions
+from seal_graph.client import served_tokens
+from seal_graph.environment import Environment
+from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
+from seal_graph.tool_execution import execute_tool_call, invalid_call_event
+
+
+@dataclass
+class RolloutContext:
+    """Run-time settings of a rollout (rendered by LangGraph Studio)."""
+
+    env: str | Environment = "kv-calc"
+    """Environment name (`kv-calc`, `bfcl`, `module:factory`) or an Environment object."""
+    base_url: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
+    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."""
+    api_key: str = field(default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""))
+    """API key of the endpoint."""
+    model: str = "seal-agent"
+    """Served model name."""
+    chat_model: BaseChatModel | None = None
+    """Any LangChain chat model to use instead of the endpoint settings above."""
+    temperature: float = 1.0
+    """Sampling temperature (0 for evaluation)."""
+    max_tokens: int = 256
+    """Completion token limit per agent step."""
+    step_limit: int = 20
+    """Agent steps per user turn before the turn is cut."""
+    run_id: str = "adhoc"
+    """Run the episode belongs to (trace store key)."""
+    policy_version: str = "base"
+    """Which weights served the episode."""
+
+
+class RolloutInput(TypedDict):
+    """Which task to roll out."""
+
+    task_id: str
+    """Task id within the environment."""
+    sample_index: NotRequired[int]
+    """Index within the task's GRPO group."""
+    episode_id: NotRequired[str]
+    """Stable id (defaults to a fresh UUID)."""
+
+
+class RolloutState(RolloutInput):
+    """The full episode state; everything here is checkpointed."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The conversation as the agent sees it."""
+    n_turns: int
+    """Number of user turns in the task."""
+    turn: int
+    """Current user turn (0-based)."""
+    step: int
+    """Agent steps taken in the current turn."""
+    llm_calls: Annotated[list[dict[str, Any]], operator.add]
+    """Every completion with served token ids (`LLMCall`)."""
+    tool_events: Annotated[list[dict[str, Any]], operator.add]
+    """Every tool call and result (`ToolEvent`)."""
+    turns: Annotated[list[dict[str, Any]], operator.add]
+    """Finished turns (`TurnRecord`)."""
+    started: float
+    """Wall-clock start (epoch seconds)."""
+    episode: NotRequired[dict[str, Any]]
+    """The verified `Episode` (set by `verify`)."""
+
+
+class RolloutOutput(TypedDict):
+    """The verified episode."""
+
+    episode: dict[str, Any]
+    """`Episode` as a dict: messages, calls, events, turns, reward, evidence."""
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """The prompt exceeds the served model's context (vLLM answers HTTP 400)."""
+    return isinstance(exc, ContextOverflowError) or (
+        isinstance(exc, openai.BadRequestError) and "maximum context length" in str(exc)
+    )
+
+
+async def _session(state: RolloutState, runtime: Runtime[RolloutContext]):
+    env = registry.resolve_environment(runtime.context.env)
+    task = env.task(state["task_id"])
+    events = [ToolEvent.model_validate(e) for e in state.get("tool_events", [])]
+    session = await sessions.session_for(
+        state["episode_id"], env, task, events, len(state.get("turns", []))
+    )
+    return env, task, session
+
+
+async def begin(state: RolloutInput, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    env = registry.resolve_environment(runtime.context.env)
+    task = env.task(state["task_id"])
+    system = [SystemMessage(task.system_prompt)] if task.system_prompt else []
+    return {
+        "episode_id": state.get("episode_id") or uuid.uuid4().hex,
+        "sample_index": state.get("sample_index", 0),
+        "messages": system,
+        "n_turns": len(task.turns),
+        "turn": 0,
+        "step": 0,
+        "started": time.time(),
+    }
+
+
+async def user_turn(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    _, task, _ = await _session(state, runtime)
+    return {"messages": [HumanMessage(task.turns[state["turn"]])], "step": 0}
+
+
+async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    _, _, session = await _session(state, runtime)
+    tools = session.tools(state["turn"])
+    llm = ctx.chat_model or registry.chat_model(
+        ctx.base_url, ctx.api_key, ctx.model, ctx.temperature, ctx.max_tokens
+    )
+    began = time.perf_counter()
+    try:
+        reply = await (llm.bind_tools(tools) if tools else llm).ainvoke(state["messages"])
+    except Exception as exc:
+        if not is_context_overflow(exc):
+            raise
+        # The conversation no longer fits the model: the agent cannot act this turn.
+        reply = AIMessage(content="", response_metadata={"finish_reason": "context_overflow"})
+    tokens = served_tokens(reply)
+    call = LLMCall(
+        turn=state["turn"],
+        step=state["step"],
+        prompt_message_count=len(state["messages"]),
+        tool_names=[tool.name for tool in tools],
+        prompt_token_ids=tokens.prompt_token_ids if tokens else [],
+        completion_token_ids=tokens.completion_token_ids if tokens else [],
+        completion_logprobs=tokens.completion_logprobs if tokens else [],
+        completion=reply.content if isinstance(reply.content, str) else str(reply.content),
+        tool_calls=[dict(c) for c in reply.tool_calls],
+        finish_reason=reply.response_metadata.get("finish_reason"),
+        seconds=time.perf_counter() - began,
+    )
+    update: dict[str, Any] = {
+        "messages": [reply],
+        "llm_calls": [call.model_dump()],
+        "step": state["step"] + 1,
+    }
+    if not reply.tool_calls and not reply.invalid_tool_calls and "<tool_call>" in call.completion:
+        # The server's parser could not read the model's tool-call block: a parse error
+        # the agent cannot be answered on (there is no call id), recorded for diagnosis.
+        _, event = invalid_call_event(
+            {"name": "?", "args": call.completion, "error": "unparseable <tool_call> block"},
+            turn=state["turn"],
+            step=state["step"],
+        )
+        update["tool_events"] = [event.model_dump()]
+    return update
+
+
+async def tools(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    env, _, session = await _session(state, runtime)
+    reply = state["messages"][-1]
+    assert isinstance(reply, AIMessage)
+    available = {tool.name: tool for tool in session.tools(state["turn"])}
+    step = state["step"] - 1
+    messages, events = [], []
+    for call in reply.tool_calls:  # in order: tools may share state
+        message, event = await execute_tool_call(
+            call, available, turn=state["turn"], step=step, timeout_s=env.tool_timeout_s
+        )
+        messages.append(message)
+        events.append(event.model_dump())
+    for raw in reply.invalid_tool_calls:
+        message, event = invalid_call_event(dict(raw), turn=state["turn"], step=step)
+        messages.append(message)
+        events.append(event.model_dump())
+    return {"messages": messages, "tool_events": events}
+
+
+async def end_turn(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    _, task, session = await _session(state, runtime)
+    turn = state["turn"]
+    events = [ToolEvent.model_validate(e) for e in state["tool_events"] if e["turn"] == turn]
+    session.end_turn(turn, events)
+    last = state["messages"][-1]
+    record = TurnRecord(
+        index=turn,
+        user_message=task.turns[turn],
+        steps=state["step"],
+        tools_added=task.tools_added_at_turn.get(turn, []),
+        hit_step_limit=not isinstance(last, AIMessage),  # cut after tools, not answered
+    )
+    return {"turns": [record.model_dump()], "turn": turn + 1}
+
+
+async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    ctx = runtime.context
+    env, _, session = await _session(state, runtime)
+    calls = [LLMCall.model_validate(c) for c in state["llm_calls"]]
+    episode = Episode(
+        episode_id=state["episode_id"],
+        run_id=ctx.run_id,
+        env=env.name,
+        task_id=state["task_id"],
+        sample_index=state.get("sample_index", 0),
+        policy_version=ctx.policy_version,
+        messages=convert_to_openai_messages(state["messages"]),
+        llm_calls=calls,
+        tool_events=[ToolEvent.model_validate(e) for e in state["tool_events"]],
+        turns=[TurnRecord.model_validate(t) for t in state["turns"]],
+        seconds=time.time() - state["started"],
+        model_seconds=sum(c.seconds for c in calls),
+    )
+    try:
+        verdict = session.verify(episode)
+    finally:
+        sessions.release(state["episode_id"])
+    for record, evidence in zip(episode.turns, verdict.turn_evidence, strict=False):
+        record.evidence = evidence
+    episode = episode.model_copy(
+        update={
+            "reward": verdict.reward,
+            "success": verdict.success,
+            "verdict_details": verdict.details,
+        }
+    )
+    return {"episode": episode.model_dump()}
+
+
+def after_agent(state: RolloutState) -> Literal["tools", "end_turn"]:
+    last = state["messages"][-1]
+    acted = isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls)
+    return "tools" if acted else "end_turn"
+
+
+def after_tools(
+    state: RolloutState, runtime: Runtime[RolloutContext]
+) -> Literal["agent", "end_turn"]:
+    return "end_turn" if state["step"] >= runtime.context.step_limit else "agent"
+
+
+def after_turn(state: RolloutState) -> Literal["user_turn", "verify"]:
+    return "verify" if state["turn"] >= state["n_turns"] else "user_turn"
+
+
+builder = StateGraph(
+    RolloutState,
+    input_schema=RolloutInput,
+    output_schema=RolloutOutput,
+    context_schema=RolloutContext,
+)
+for node in (begin, user_turn, agent, tools, end_turn, verify):
+    builder.add_node(node.__name__, node)
+builder.add_edge(START, "begin")
+builder.add_edge("begin", "user_turn")
+builder.add_edge("user_turn", "agent")
+builder.add_conditional_edges("agent", after_agent)
+builder.add_conditional_edges("tools", after_tools)
+builder.add_conditional_edges("end_turn", after_turn)
+builder.add_edge("verify", END)
+
+graph = builder.compile(name="rollout")

@@ -1,0 +1,78 @@
+"""What a training environment is: tasks, tools over isolated per-rollout state, a verifier.
+
+An `Environment` hands out `Task`s and opens one `EnvSession` per rollout. A session owns
+that rollout's state (fresh backend instances, a fresh key-value store, ...) and the
+LangChain tools bound to it, so concurrent rollouts of the same task never share state.
+At the end the session's verifier turns the finished episode into a `Verdict`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, Field
+
+from seal_graph.errors import ConfigError
+from seal_graph.records import Episode, ToolEvent, Verdict
+
+
+class Task(BaseModel):
+    """One task: a sequence of user turns, with an optional reference solution."""
+
+    id: str
+    turns: list[str] = Field(description="The user message of each turn.")
+    system_prompt: str | None = None
+    tools_added_at_turn: dict[int, list[str]] = Field(
+        default_factory=dict,
+        description="Tools held out until a turn (BFCL miss_func); absent before it.",
+    )
+    reference: list[list[dict[str, Any]]] | None = Field(
+        default=None, description="Per turn, the reference calls [{'name', 'args'}]."
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnvSession(ABC):
+    """One rollout's isolated state and the tools bound to it."""
+
+    @abstractmethod
+    def tools(self, turn: int) -> list[BaseTool]:
+        """The tools the agent may call during `turn` (held-out tools appear at theirs)."""
+
+    def end_turn(self, turn: int, events: list[ToolEvent]) -> None:  # noqa: B027
+        """Hook at the end of each user turn (e.g. snapshot state for the verifier)."""
+
+    @abstractmethod
+    def verify(self, episode: Episode) -> Verdict:
+        """Judge the finished episode by executing, not by reading text."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release the session's resources."""
+
+
+class Environment(ABC):
+    """A named source of tasks and sessions."""
+
+    name: str
+    tool_timeout_s: float = 30.0
+
+    @abstractmethod
+    def tasks(self, split: str = "train") -> list[Task]:
+        """The tasks of a split."""
+
+    @abstractmethod
+    def open(self, task: Task) -> EnvSession:
+        """A fresh, isolated session for one rollout of `task`."""
+
+    def splits(self) -> list[str]:
+        return ["train", "test"]
+
+    def task(self, task_id: str) -> Task:
+        """Look a task up by id across the splits."""
+        for split in self.splits():
+            for task in self.tasks(split):
+                if task.id == task_id:
+                    return task
+        raise ConfigError(f"environment {self.name!r} has no task {task_id!r}")

@@ -1,0 +1,93 @@
+"""The shared record types: what one rollout leaves behind.
+
+Defined once and used by every stage — the rollout graph writes them, the trace store
+persists them, diagnosis labels them, training reads their served token ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+ToolErrorKind = Literal[
+    "parse_error", "unknown_tool", "validation_error", "tool_exception", "timeout"
+]
+
+
+class ToolEvent(BaseModel):
+    """One tool call the model made and what came back to it."""
+
+    turn: int = Field(description="User turn (0-based) the call belongs to.")
+    step: int = Field(description="Agent step within the turn that produced the call.")
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str = Field(
+        description="Parsed arguments, or the raw text when it was not valid JSON."
+    )
+    status: Literal["ok", "error"]
+    error_kind: ToolErrorKind | None = None
+    output: str = Field(description="Exactly what the agent was shown.")
+    seconds: float = 0.0
+
+
+class LLMCall(BaseModel):
+    """One completion: the prompt as served, the tokens sampled, their logprobs."""
+
+    turn: int
+    step: int
+    prompt_message_count: int = Field(
+        description="The prompt is the episode's first N messages (stored once per episode)."
+    )
+    tool_names: list[str] = Field(description="Tools offered to the model on this call.")
+    prompt_token_ids: list[int] = Field(default_factory=list)
+    completion_token_ids: list[int] = Field(default_factory=list)
+    completion_logprobs: list[float] = Field(default_factory=list)
+    completion: str = Field(default="", description="Text content of the reply.")
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    finish_reason: str | None = None
+    seconds: float = 0.0
+
+
+class TurnRecord(BaseModel):
+    """One user turn: the request, how many agent steps it took, the verifier's evidence."""
+
+    index: int
+    user_message: str
+    tools_added: list[str] = Field(default_factory=list)
+    steps: int = 0
+    hit_step_limit: bool = False
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = Field(default=None, description="Failure label (diagnosis).")
+
+
+class Verdict(BaseModel):
+    """The executable verifier's judgement of a finished episode."""
+
+    reward: float
+    success: bool
+    turn_evidence: list[dict[str, Any]] = Field(
+        default_factory=list, description="Per user turn, what the verifier saw."
+    )
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Episode(BaseModel):
+    """A complete rollout of one task: messages, calls, tool events, turns, verdict."""
+
+    episode_id: str
+    run_id: str
+    env: str
+    task_id: str
+    sample_index: int = Field(description="Index within the task's GRPO group.")
+    interface_version: int = 0
+    policy_version: str = "base"
+    messages: list[dict[str, Any]] = Field(description="OpenAI-format conversation.")
+    llm_calls: list[LLMCall] = Field(default_factory=list)
+    tool_events: list[ToolEvent] = Field(default_factory=list)
+    turns: list[TurnRecord] = Field(default_factory=list)
+    reward: float = 0.0
+    success: bool = False
+    verdict_details: dict[str, Any] = Field(default_factory=dict)
+    seconds: float = 0.0
+    model_seconds: float = Field(default=0.0, description="Time spent waiting on the model.")

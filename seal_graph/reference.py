@@ -1,0 +1,75 @@
+"""Play a task's reference solution through an environment, with no model involved.
+
+An environment validates itself this way (its reference solutions must score 1.0), and
+the same replay renders expert trajectories for warm-start training.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_openai_messages,
+)
+
+from seal_graph.environment import Environment, Task
+from seal_graph.records import Episode, ToolEvent, TurnRecord, Verdict
+from seal_graph.tool_execution import execute_tool_call
+
+
+async def replay_calls(
+    env: Environment, task: Task, calls_per_turn: list[list[dict]], run_id: str = "reference"
+) -> tuple[Episode, Verdict]:
+    """Execute the given calls turn by turn (one agent step per call) and verify."""
+    session = env.open(task)
+    messages: list[BaseMessage] = [SystemMessage(task.system_prompt)] if task.system_prompt else []
+    events: list[ToolEvent] = []
+    turns: list[TurnRecord] = []
+    try:
+        for turn, user_message in enumerate(task.turns):
+            messages.append(HumanMessage(user_message))
+            tools = {tool.name: tool for tool in session.tools(turn)}
+            turn_events = []
+            for step, call in enumerate(calls_per_turn[turn] if turn < len(calls_per_turn) else []):
+                tool_call = {
+                    "id": f"call_{turn}_{step}",
+                    "name": call["name"],
+                    "args": call["args"],
+                }
+                messages.append(AIMessage(content="", tool_calls=[tool_call]))
+                message, event = await execute_tool_call(
+                    tool_call, tools, turn=turn, step=step, timeout_s=env.tool_timeout_s
+                )
+                messages.append(message)
+                turn_events.append(event)
+            messages.append(AIMessage(content="Done."))
+            session.end_turn(turn, turn_events)
+            events += turn_events
+            turns.append(
+                TurnRecord(index=turn, user_message=user_message, steps=len(turn_events) + 1)
+            )
+        episode = Episode(
+            episode_id=uuid.uuid4().hex,
+            run_id=run_id,
+            env=env.name,
+            task_id=task.id,
+            sample_index=0,
+            messages=convert_to_openai_messages(messages),
+            tool_events=events,
+            turns=turns,
+        )
+        verdict = session.verify(episode)
+    finally:
+        session.close()
+    return episode, verdict
+
+
+async def replay_reference(env: Environment, task: Task) -> Verdict:
+    """The verdict on the task's own reference solution (should be a success)."""
+    if task.reference is None:
+        raise ValueError(f"task {task.id} has no reference solution")
+    return (await replay_calls(env, task, task.reference))[1]

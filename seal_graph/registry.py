@@ -1,0 +1,59 @@
+"""Environments by name, and one cached chat model per endpoint setting.
+
+Graph nodes receive plain, serialisable settings (an env name, a base URL) so the same
+graph runs from Python, from the CLI and in LangGraph Studio; this module turns those
+settings into live objects once per process.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache, lru_cache
+
+from seal_graph.client import ServedChatModel
+from seal_graph.environment import Environment
+from seal_graph.errors import ConfigError
+
+BUILTIN_ENVIRONMENTS = {
+    "kv-calc": "seal_graph.tools.kv_calc:make_env",
+    "bfcl": "seal_graph.tools.bfcl.env:make_env",
+}
+
+
+@cache
+def get_environment(name: str) -> Environment:
+    """A built-in environment by name (`kv-calc`, `bfcl`) or `module:factory`."""
+    target = BUILTIN_ENVIRONMENTS.get(name, name)
+    if ":" not in target:
+        raise ConfigError(
+            f"unknown environment {name!r}. Built in: {', '.join(BUILTIN_ENVIRONMENTS)}; "
+            "or name your own as 'package.module:factory'."
+        )
+    module_name, factory = target.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"environment {name!r}: cannot import {module_name} ({exc})") from exc
+    if not hasattr(module, factory):
+        raise ConfigError(f"environment {name!r}: {module_name} has no {factory}()")
+    return getattr(module, factory)()
+
+
+def resolve_environment(env: str | Environment) -> Environment:
+    return env if isinstance(env, Environment) else get_environment(env)
+
+
+@lru_cache(maxsize=32)
+def chat_model(
+    base_url: str, api_key: str, model: str, temperature: float, max_tokens: int
+) -> ServedChatModel:
+    """One client per endpoint setting, shared by all rollouts (connection pooling)."""
+    return ServedChatModel(
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        return_token_ids=True,
+        timeout=300.0,
+    )

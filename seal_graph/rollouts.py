@@ -1,0 +1,144 @@
+"""Run many rollouts concurrently through the rollout graph, into the trace store.
+
+Each (task, sample) pair is one LangGraph thread with a stable id. The graph runs with a
+SQLite checkpointer, so a batch killed mid-way resumes: finished episodes are already in
+the store and are skipped, unfinished threads continue from their last checkpoint (their
+environment state rebuilt by replaying the recorded tool calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from seal_graph import registry
+from seal_graph.environment import Environment
+from seal_graph.graphs.rollout import RolloutContext, builder
+from seal_graph.records import Episode
+from seal_graph.serving import ModelEndpoint
+from seal_graph.store import TraceStore
+
+
+@dataclass
+class RolloutBatchReport:
+    """What a batch produced and where its time went."""
+
+    episodes: list[Episode] = field(default_factory=list)
+    skipped: int = 0
+    failures: list[tuple[str, int, str]] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+    @property
+    def model_seconds(self) -> float:
+        return sum(e.model_seconds for e in self.episodes)
+
+    @property
+    def success_rate(self) -> float:
+        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+
+
+def episode_id_for(run_id: str, task_id: str, sample: int) -> str:
+    """Stable across restarts, so a resumed thread keeps its id."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"seal-graph/{run_id}/{task_id}/{sample}").hex
+
+
+async def run_rollouts(
+    env: str | Environment,
+    endpoint: ModelEndpoint,
+    task_ids: list[str],
+    *,
+    store: TraceStore,
+    run_id: str,
+    samples: int = 1,
+    concurrency: int = 8,
+    temperature: float = 1.0,
+    max_tokens: int = 256,
+    step_limit: int = 20,
+    max_exceptions: int = 0,
+    checkpoint_path: Path | None = None,
+    show_progress: bool = True,
+) -> RolloutBatchReport:
+    """Roll out `samples` episodes of every task (a GRPO group each), `concurrency` at once.
+
+    Infrastructure failures (the model server unreachable after retries) fail an episode;
+    more than `max_exceptions` of them abort the batch, keeping everything stored so far.
+    """
+    environment = registry.resolve_environment(env)
+    store.ensure_run(run_id, environment.name)
+    done = store.done_keys(run_id)
+    jobs = [(t, s) for t in task_ids for s in range(samples) if (t, s) not in done]
+    report = RolloutBatchReport(skipped=len(task_ids) * samples - len(jobs))
+    context = RolloutContext(
+        env=environment,
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key,
+        model=endpoint.model,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        step_limit=step_limit,
+        run_id=run_id,
+    )
+    checkpoints = checkpoint_path or store.path.with_suffix(".checkpoints.sqlite")
+    began = time.perf_counter()
+    async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
+        graph = builder.compile(checkpointer=saver, name="rollout")
+        limiter = asyncio.Semaphore(concurrency)
+        progress = Progress(
+            TextColumn("[bold]rollouts[/] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            disable=not show_progress,
+        )
+
+        async def one(task_id: str, sample: int, bar: int) -> None:
+            thread = f"{run_id}/{task_id}/{sample}"
+            config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
+            async with limiter:
+                try:
+                    snapshot = await graph.aget_state(config)
+                    payload = (
+                        None
+                        if snapshot.next
+                        else {
+                            "task_id": task_id,
+                            "sample_index": sample,
+                            "episode_id": episode_id_for(run_id, task_id, sample),
+                        }
+                    )
+                    result = await graph.ainvoke(payload, config, context=context)
+                    episode = Episode.model_validate(result["episode"])
+                    store.write_episode(episode)
+                    await saver.adelete_thread(thread)
+                    report.episodes.append(episode)
+                except Exception as exc:  # counted against max_exceptions, then raised
+                    report.failures.append((task_id, sample, f"{type(exc).__name__}: {exc}"))
+                    if len(report.failures) > max_exceptions:
+                        raise
+                finally:
+                    wins = sum(e.success for e in report.episodes)
+                    progress.update(
+                        bar,
+                        advance=1,
+                        description=(
+                            f"{environment.name} · success {wins}/{len(report.episodes)}"
+                            + (f" · failed {len(report.failures)}" if report.failures else "")
+                        ),
+                    )
+
+        with progress:
+            bar = progress.add_task(environment.name, total=len(jobs))
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for task_id, sample in jobs:
+                        group.create_task(one(task_id, sample, bar))
+            except ExceptionGroup as failed:  # surface the first failure itself
+                raise failed.exceptions[0] from None
+    report.wall_seconds = time.perf_counter() - began
+    return report

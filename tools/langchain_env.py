@@ -1,0 +1,121 @@
+"""Turn existing LangChain tools into a training environment in a few lines.
+
+    env = from_langchain_tools(
+        "my-env",
+        tasks={"train": train_tasks, "test": test_tasks},
+        make_state=lambda task: {"store": {}},          # fresh state per rollout
+        tools=lambda state: make_my_tools(state),       # tools bound to that state
+        verify=my_verifier,                             # (task, state, episode) -> Verdict
+    )
+
+Stateless tools can be passed as a plain list. The tools themselves are used unchanged:
+any `BaseTool`, `StructuredTool` or toolkit's `get_tools()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from langchain_core.tools import BaseTool
+
+from seal_graph.environment import Environment, EnvSession, Task
+from seal_graph.errors import ConfigError
+from seal_graph.records import Episode, ToolEvent, Verdict
+
+State = TypeVar("State")
+Verifier = Callable[[Task, Any, Episode], Verdict]
+TurnHook = Callable[[Task, Any, int, list[ToolEvent]], None]
+
+
+class LangChainToolSession(EnvSession, Generic[State]):
+    """A rollout's state and the tools built over it."""
+
+    def __init__(self, env: LangChainToolEnv, task: Task, state: State) -> None:
+        self.env, self.task, self.state = env, task, state
+        built = env.build_tools(state)
+        held_out = {name for names in task.tools_added_at_turn.values() for name in names}
+        self._always = [tool for tool in built if tool.name not in held_out]
+        self._held = {tool.name: tool for tool in built if tool.name in held_out}
+
+    def tools(self, turn: int) -> list[BaseTool]:
+        added = [
+            self._held[name]
+            for at, names in self.task.tools_added_at_turn.items()
+            if at <= turn
+            for name in names
+            if name in self._held
+        ]
+        return self._always + added
+
+    def end_turn(self, turn: int, events: list[ToolEvent]) -> None:
+        if self.env.on_turn_end:
+            self.env.on_turn_end(self.task, self.state, turn, events)
+
+    def verify(self, episode: Episode) -> Verdict:
+        return self.env.verifier(self.task, self.state, episode)
+
+
+class LangChainToolEnv(Environment):
+    """An environment over LangChain tools; see `from_langchain_tools`."""
+
+    def __init__(
+        self,
+        name: str,
+        tasks: dict[str, list[Task]],
+        tools: Sequence[BaseTool] | Callable[[Any], Sequence[BaseTool]],
+        verify: Verifier,
+        make_state: Callable[[Task], Any] | None = None,
+        on_turn_end: TurnHook | None = None,
+        tool_timeout_s: float = 30.0,
+    ) -> None:
+        if not tasks:
+            raise ConfigError(f"environment {name!r} needs at least one split of tasks")
+        self.name = name
+        self._tasks = tasks
+        self._tools = tools
+        self.verifier = verify
+        self.make_state = make_state or (lambda task: None)
+        self.on_turn_end = on_turn_end
+        self.tool_timeout_s = tool_timeout_s
+
+    def build_tools(self, state: Any) -> list[BaseTool]:
+        tools = list(self._tools(state) if callable(self._tools) else self._tools)
+        names = [tool.name for tool in tools]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"environment {self.name!r} has duplicate tool names: {names}")
+        return tools
+
+    def splits(self) -> list[str]:
+        return list(self._tasks)
+
+    def tasks(self, split: str = "train") -> list[Task]:
+        if split not in self._tasks:
+            raise ConfigError(
+                f"environment {self.name!r} has no split {split!r}; it has: "
+                f"{', '.join(self._tasks)}"
+            )
+        return self._tasks[split]
+
+    def open(self, task: Task) -> LangChainToolSession:
+        return LangChainToolSession(self, task, self.make_state(task))
+
+
+def from_langchain_tools(
+    name: str,
+    *,
+    tasks: dict[str, list[Task]] | list[Task],
+    tools: Sequence[BaseTool] | Callable[[Any], Sequence[BaseTool]],
+    verify: Verifier,
+    make_state: Callable[[Task], Any] | None = None,
+    on_turn_end: TurnHook | None = None,
+    tool_timeout_s: float = 30.0,
+) -> LangChainToolEnv:
+    """Compose LangChain tools, tasks and a verifier into a training environment.
+
+    `tools` is a list of (stateless) tools, or a function from a rollout's state to the
+    tools bound to it; `make_state(task)` builds that state fresh for every rollout, so
+    concurrent rollouts never share it. `verify(task, state, episode)` returns a `Verdict`.
+    """
+    split_map = tasks if isinstance(tasks, dict) else {"train": list(tasks)}
+    return LangChainToolEnv(name, split_map, tools, verify, make_state, on_turn_end, tool_timeout_s)
