@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from seal_graph.errors import SealGraphError
+from seal_graph import registry
+from seal_graph.errors import ConfigError, SealGraphError
 from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, ServerSettings
 from seal_graph.serving import attach as attach_endpoint
 
@@ -134,3 +137,58 @@ def demo(
         finally:
             if server:
                 server.stop()
+
+
+@app.command("eval")
+def eval_command(
+    env: Annotated[str, typer.Option(help="Environment: bfcl, kv-calc, or module:factory.")],
+    split: Annotated[str, typer.Option(help="Task split.")] = "test",
+    categories: Annotated[
+        str | None, typer.Option(help="Comma-separated categories (BFCL: base,miss_func,...).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="At most N tasks (round-robin).")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+    port: PortOpt = 0,
+    concurrency: Annotated[int, typer.Option(help="Rollouts in flight.")] = 8,
+    max_tokens: Annotated[int, typer.Option(help="Completion tokens per agent step.")] = 256,
+    out: Annotated[Path | None, typer.Option(help="Results directory.")] = None,
+) -> None:
+    """Evaluate a model on an environment split (temperature 0, base interface)."""
+    import asyncio
+
+    from seal_graph.evaluation import evaluate, render_table
+
+    with user_errors():
+        if limit is not None and limit < 1:
+            raise ConfigError(f"--limit must be at least 1 (got {limit})")
+        if concurrency < 1:
+            raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
+        wanted = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
+        out_dir = out or Path("runs") / f"eval-{env}-{split}-{time.strftime('%Y%m%d-%H%M%S')}"
+        registry.get_environment(env)  # fail fast on a bad name, before starting a server
+        endpoint, server = open_endpoint(model, base_url, api_key, port)
+        try:
+            summary = asyncio.run(
+                evaluate(
+                    env,
+                    endpoint,
+                    split=split,
+                    out_dir=out_dir,
+                    categories=wanted,
+                    limit=limit,
+                    concurrency=concurrency,
+                    max_tokens=max_tokens,
+                )
+            )
+        finally:
+            if server:
+                server.stop()
+        console.print(render_table(summary))
+        console.print(
+            f"{summary.episodes} episodes in {summary.wall_seconds:.0f} s "
+            f"({summary.rollouts_per_second:.3f} rollouts/s); "
+            f"{100 * summary.model_wait_share:.0f}% of episode time waiting on the model.\n"
+            f"results: {out_dir / 'results.json'}  traces: {out_dir / 'traces.sqlite'}"
+        )

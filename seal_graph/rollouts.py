@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -50,7 +51,7 @@ def episode_id_for(run_id: str, task_id: str, sample: int) -> str:
 
 async def run_rollouts(
     env: str | Environment,
-    endpoint: ModelEndpoint,
+    model: ModelEndpoint | BaseChatModel,
     task_ids: list[str],
     *,
     store: TraceStore,
@@ -66,6 +67,9 @@ async def run_rollouts(
 ) -> RolloutBatchReport:
     """Roll out `samples` episodes of every task (a GRPO group each), `concurrency` at once.
 
+    `model` is an endpoint (the usual case: the served policy, with token ids) or any
+    LangChain chat model.
+
     Infrastructure failures (the model server unreachable after retries) fail an episode;
     more than `max_exceptions` of them abort the batch, keeping everything stored so far.
     """
@@ -74,15 +78,22 @@ async def run_rollouts(
     done = store.done_keys(run_id)
     jobs = [(t, s) for t in task_ids for s in range(samples) if (t, s) not in done]
     report = RolloutBatchReport(skipped=len(task_ids) * samples - len(jobs))
-    context = RolloutContext(
-        env=environment,
-        base_url=endpoint.base_url,
-        api_key=endpoint.api_key,
-        model=endpoint.model,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        step_limit=step_limit,
-        run_id=run_id,
+    settings = {
+        "temperature": temperature,
+        "max_tokens": max_tokens,
+        "step_limit": step_limit,
+        "run_id": run_id,
+    }
+    context = (
+        RolloutContext(env=environment, chat_model=model, **settings)
+        if isinstance(model, BaseChatModel)
+        else RolloutContext(
+            env=environment,
+            base_url=model.base_url,
+            api_key=model.api_key,
+            model=model.model,
+            **settings,
+        )
     )
     checkpoints = checkpoint_path or store.path.with_suffix(".checkpoints.sqlite")
     began = time.perf_counter()

@@ -1,0 +1,175 @@
+"""Evaluation: greedy rollouts on the base interface, a per-category success table, a
+results file, and an export in the file format BFCL's own `bfcl evaluate` scores."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from itertools import chain, zip_longest
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from rich.table import Table
+
+from seal_graph import registry
+from seal_graph.environment import Environment, Task
+from seal_graph.records import Episode
+from seal_graph.rollouts import RolloutBatchReport, run_rollouts
+from seal_graph.serving import ModelEndpoint
+from seal_graph.store import TraceStore
+
+
+class EvalSummary(BaseModel):
+    """Success per category and where the time went."""
+
+    env: str
+    split: str
+    model: str
+    per_category: dict[str, dict[str, float]]
+    overall: float
+    episodes: int
+    wall_seconds: float
+    rollouts_per_second: float
+    model_wait_share: float
+    results_dir: str
+
+
+def category(task: Task) -> str:
+    return str(task.metadata.get("category", "all"))
+
+
+def select_tasks(
+    env: Environment, split: str, categories: list[str] | None, limit: int | None
+) -> list[Task]:
+    """Tasks of a split; with a limit, taken round-robin across categories."""
+    tasks = [t for t in env.tasks(split) if not categories or category(t) in categories]
+    by_category: dict[str, list[Task]] = defaultdict(list)
+    for task in tasks:
+        by_category[category(task)].append(task)
+    interleaved = [t for t in chain.from_iterable(zip_longest(*by_category.values())) if t]
+    return interleaved[:limit] if limit else interleaved
+
+
+def summarize(
+    episodes: list[Episode], tasks: list[Task]
+) -> tuple[dict[str, dict[str, float]], float]:
+    categories = {t.id: category(t) for t in tasks}
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for episode in episodes:
+        totals[categories[episode.task_id]][0] += int(episode.success)
+        totals[categories[episode.task_id]][1] += 1
+    table = {
+        name: {"success": wins, "tasks": count, "accuracy": 100.0 * wins / count}
+        for name, (wins, count) in sorted(totals.items())
+    }
+    overall = 100.0 * sum(e.success for e in episodes) / len(episodes) if episodes else 0.0
+    return table, overall
+
+
+def render_table(summary: EvalSummary) -> Table:
+    """BFCL-style: overall accuracy first, then one column per category."""
+    table = Table(title=f"{summary.env} / {summary.split} — {summary.model}")
+    table.add_column("Overall Acc", justify="right")
+    for name in summary.per_category:
+        table.add_column(f"Multi Turn {name.replace('_', ' ').title()}", justify="right")
+    table.add_row(
+        f"{summary.overall:.2f}%",
+        *(
+            f"{c['accuracy']:.2f}% ({c['success']:.0f}/{c['tasks']:.0f})"
+            for c in summary.per_category.values()
+        ),
+    )
+    return table
+
+
+def export_bfcl(episodes: list[Episode], out_dir: Path, model_label: str) -> list[Path]:
+    """Write `BFCL_v4_multi_turn_<category>_result.json` files (one JSON object per line:
+    id, and per turn per step the model's calls as `[{name: json_arguments}]`, or its text),
+    the layout `bfcl evaluate` reads under `result/<model>/multi_turn/`."""
+    target = out_dir / "bfcl_result" / model_label / "multi_turn"
+    target.mkdir(parents=True, exist_ok=True)
+    lines: dict[str, list[str]] = defaultdict(list)
+    for episode in sorted(episodes, key=lambda e: int(e.task_id.rsplit("_", 1)[1])):
+        turns: list[list[Any]] = [[] for _ in episode.turns]
+        for call in episode.llm_calls:
+            step = (
+                [{c["name"]: json.dumps(c["args"])} for c in call.tool_calls]
+                if call.tool_calls
+                else call.completion
+            )
+            turns[call.turn].append(step)
+        cat = episode.task_id.removeprefix("multi_turn_").rsplit("_", 1)[0]
+        lines[cat].append(json.dumps({"id": episode.task_id, "result": turns}))
+    written = []
+    for cat, rows in lines.items():
+        path = target / f"BFCL_v4_multi_turn_{cat}_result.json"
+        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+async def evaluate(
+    env_name: str,
+    endpoint: ModelEndpoint,
+    *,
+    split: str,
+    out_dir: Path,
+    categories: list[str] | None = None,
+    limit: int | None = None,
+    concurrency: int = 8,
+    max_tokens: int = 256,
+    step_limit: int = 20,
+) -> EvalSummary:
+    """Greedy (temperature 0) rollouts of a split on the base interface."""
+    env = registry.get_environment(env_name)
+    tasks = select_tasks(env, split, categories, limit)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = TraceStore(out_dir / "traces.sqlite")
+    run_id = f"eval-{env.name}-{split}"
+    report: RolloutBatchReport = await run_rollouts(
+        env,
+        endpoint,
+        [t.id for t in tasks],
+        store=store,
+        run_id=run_id,
+        samples=1,
+        concurrency=concurrency,
+        temperature=0.0,
+        max_tokens=max_tokens,
+        step_limit=step_limit,
+    )
+    episodes = store.episodes(run_id)  # includes episodes of an earlier, interrupted run
+    store.close()
+    per_category, overall = summarize(episodes, tasks)
+    busy = sum(e.seconds for e in report.episodes)
+    summary = EvalSummary(
+        env=env.name,
+        split=split,
+        model=endpoint.model,
+        per_category=per_category,
+        overall=overall,
+        episodes=len(episodes),
+        wall_seconds=report.wall_seconds,
+        rollouts_per_second=len(report.episodes) / max(report.wall_seconds, 1e-9),
+        model_wait_share=(sum(e.model_seconds for e in report.episodes) / busy) if busy else 0.0,
+        results_dir=str(out_dir),
+    )
+    results = {
+        "summary": summary.model_dump(),
+        "generated_at": time.time(),
+        "tasks": [
+            {
+                "task_id": e.task_id,
+                "success": e.success,
+                "reward": e.reward,
+                "turn_tags": [t.evidence.get("tag", t.evidence.get("pass")) for t in e.turns],
+            }
+            for e in episodes
+        ],
+    }
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    if env.name == "bfcl":
+        export_bfcl(episodes, out_dir, endpoint.model)
+    return summary

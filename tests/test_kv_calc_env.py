@@ -1,0 +1,41 @@
+"""The built-in kv-calc environment, composed from LangChain tools."""
+
+from __future__ import annotations
+
+import asyncio
+
+from seal_graph.reference import replay_calls, replay_reference
+from seal_graph.tools.kv_calc import make_env
+
+
+def test_every_reference_solution_scores_one() -> None:
+    env = make_env()
+
+    async def all_tasks():
+        return [await replay_reference(env, t) for s in ("train", "test") for t in env.tasks(s)]
+
+    verdicts = asyncio.run(all_tasks())
+    assert len(verdicts) == 96 and all(v.reward == 1.0 for v in verdicts)
+
+
+def test_wrong_value_or_skipped_turn_scores_zero() -> None:
+    env = make_env()
+    task = env.tasks("test")[0]
+    wrong = [
+        [
+            {**c, "args": {**c["args"], "value": 12345}} if c["name"] == "set_value" else c
+            for c in calls
+        ]
+        for calls in task.reference
+    ]
+    skipped = [[], *task.reference[1:]]
+    for calls in (wrong, skipped):
+        _, verdict = asyncio.run(replay_calls(env, task, calls))
+        assert verdict.reward == 0.0
+        assert verdict.turn_evidence[0]["pass"] is False
+
+
+def test_splits_differ_and_are_deterministic() -> None:
+    first, second = make_env(), make_env()
+    assert [t.turns for t in first.tasks("test")] == [t.turns for t in second.tasks("test")]
+    assert {t.id for t in first.tasks("train")}.isdisjoint({t.id for t in first.tasks("test")})

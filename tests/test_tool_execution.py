@@ -1,0 +1,110 @@
+"""The one tool-error policy: every bad call becomes an error ToolMessage and an event."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from langchain_core.tools import StructuredTool
+
+from seal_graph.tool_execution import execute_tool_call, invalid_call_event
+
+
+def _slow() -> str:
+    """Hangs."""
+    time.sleep(5)
+    return "late"
+
+
+def _boom(x: int) -> int:
+    """Raises."""
+    raise RuntimeError("disk on fire")
+
+
+def _add(a: int, b: int) -> int:
+    """Adds."""
+    return a + b
+
+
+JSON_TOOL = StructuredTool(
+    name="move",
+    description="Move a file.",
+    func=lambda **kw: f"moved {kw}",
+    args_schema={
+        "type": "object",
+        "properties": {"src": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["src"],
+        "additionalProperties": False,
+    },
+)
+TOOLS = {
+    t.name: t
+    for t in (
+        StructuredTool.from_function(_add, name="add"),
+        StructuredTool.from_function(_boom, name="boom"),
+        StructuredTool.from_function(_slow, name="slow"),
+        JSON_TOOL,
+    )
+}
+
+
+def run(name: str, args: object, timeout_s: float = 2.0):
+    return asyncio.run(
+        execute_tool_call(
+            {"id": "c1", "name": name, "args": args}, TOOLS, turn=1, step=2, timeout_s=timeout_s
+        )
+    )
+
+
+def test_ok_call_is_executed_and_recorded() -> None:
+    message, event = run("add", {"a": 2, "b": 3})
+    assert message.content == "5" and message.status == "success"
+    assert (event.status, event.error_kind, event.turn, event.step) == ("ok", None, 1, 2)
+
+
+def test_unknown_tool_lists_the_valid_names() -> None:
+    message, event = run("rm_rf", {})
+    assert message.status == "error" and event.error_kind == "unknown_tool"
+    assert "Available tools: add, boom, move, slow" in message.content
+
+
+def test_pydantic_schema_violation() -> None:
+    message, event = run("add", {"a": "two", "b": 3})
+    assert event.error_kind == "validation_error"
+    assert "a: Input should be a valid integer" in message.content
+
+
+def test_json_schema_violation_names_the_field() -> None:
+    message, event = run("move", {"src": "a", "n": "many"})
+    assert event.error_kind == "validation_error"
+    assert "(n): 'many' is not of type 'integer'" in message.content
+    _, extra = run("move", {"src": "a", "force": True})
+    assert extra.error_kind == "validation_error"
+
+
+def test_non_object_arguments() -> None:
+    _, event = run("add", "[1, 2]")
+    assert event.error_kind == "validation_error"
+
+
+def test_tool_exception_becomes_data() -> None:
+    message, event = run("boom", {"x": 1})
+    assert event.error_kind == "tool_exception"
+    assert "RuntimeError: disk on fire" in message.content
+
+
+async def test_hanging_tool_times_out() -> None:
+    began = time.perf_counter()
+    message, event = await execute_tool_call(
+        {"id": "c", "name": "slow", "args": {}}, TOOLS, turn=0, step=0, timeout_s=0.3
+    )
+    assert event.error_kind == "timeout" and time.perf_counter() - began < 2
+    assert "did not finish within 0.3 s" in message.content
+
+
+def test_unparseable_arguments() -> None:
+    message, event = invalid_call_event(
+        {"id": "x", "name": "add", "args": '{"a": 1,', "error": "Expecting value"}, turn=0, step=0
+    )
+    assert event.error_kind == "parse_error" and event.arguments == '{"a": 1,'
+    assert message.status == "error" and "Expecting value" in message.content
