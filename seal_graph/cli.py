@@ -126,14 +126,16 @@ def demo(
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
     port: PortOpt = 0,
+    out: Annotated[Path | None, typer.Option(help="Where the demo's traces go.")] = None,
 ) -> None:
-    """One tool-using exchange with the served model, end to end, with its served tokens."""
-    from seal_graph.demo import run_demo
+    """One tool-using exchange, then a batch of verified kv-calc rollouts into a store."""
+    from seal_graph.demo import run_demo, run_rollout_demo
 
     with user_errors():
         endpoint, server = open_endpoint(model, base_url, api_key, port)
         try:
             run_demo(endpoint, console)
+            run_rollout_demo(endpoint, console, out or Path("runs") / "demo")
         finally:
             if server:
                 server.stop()
