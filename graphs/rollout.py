@@ -34,7 +34,10 @@ from langgraph.runtime import Runtime
 
 from seal_graph import registry, sessions
 from seal_graph.client import served_tokens
+from seal_graph.diagnosis import looks_like_error
 from seal_graph.environment import Environment
+from seal_graph.errors import ConfigError
+from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
 from seal_graph.tool_execution import execute_tool_call, invalid_call_event
 
@@ -61,8 +64,17 @@ class RolloutContext:
     """Agent steps per user turn before the turn is cut."""
     run_id: str = "adhoc"
     """Run the episode belongs to (trace store key)."""
+    interface: InterfaceVersion | None = None
+    """Training interface version (None = the base interface)."""
+    mode: Literal["train", "eval"] = "train"
+    """`eval` refuses any interface but the base one."""
     policy_version: str = "base"
     """Which weights served the episode."""
+
+
+def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
+    """The run's context; defaults when none was given (e.g. a bare `graph.invoke`)."""
+    return runtime.context or RolloutContext()
 
 
 class RolloutInput(TypedDict):
@@ -114,7 +126,7 @@ def is_context_overflow(exc: BaseException) -> bool:
 
 
 async def _session(state: RolloutState, runtime: Runtime[RolloutContext]):
-    env = registry.resolve_environment(runtime.context.env)
+    env = registry.resolve_environment(_ctx(runtime).env)
     task = env.task(state["task_id"])
     events = [ToolEvent.model_validate(e) for e in state.get("tool_events", [])]
     session = await sessions.session_for(
@@ -123,10 +135,22 @@ async def _session(state: RolloutState, runtime: Runtime[RolloutContext]):
     return env, task, session
 
 
+def _interface(ctx: RolloutContext) -> InterfaceVersion:
+    """The interface in force; evaluation is held to the base interface."""
+    interface = ctx.interface or BASE_INTERFACE
+    if ctx.mode == "eval" and not interface.is_base:
+        raise ConfigError(
+            f"evaluation always runs the base interface, but interface version "
+            f"{interface.version} was given; adapted interfaces are for training only."
+        )
+    return interface
+
+
 async def begin(state: RolloutInput, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
-    env = registry.resolve_environment(runtime.context.env)
+    env = registry.resolve_environment(_ctx(runtime).env)
     task = env.task(state["task_id"])
-    system = [SystemMessage(task.system_prompt)] if task.system_prompt else []
+    prompt = _interface(_ctx(runtime)).system_prompt(task.system_prompt)
+    system = [SystemMessage(prompt)] if prompt else []
     return {
         "episode_id": state.get("episode_id") or uuid.uuid4().hex,
         "sample_index": state.get("sample_index", 0),
@@ -144,9 +168,9 @@ async def user_turn(state: RolloutState, runtime: Runtime[RolloutContext]) -> di
 
 
 async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     _, _, session = await _session(state, runtime)
-    tools = session.tools(state["turn"])
+    tools = _interface(ctx).tools(session.tools(state["turn"]))
     llm = ctx.chat_model or registry.chat_model(
         ctx.base_url, ctx.api_key, ctx.model, ctx.temperature, ctx.max_tokens
     )
@@ -195,15 +219,22 @@ async def tools(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
     assert isinstance(reply, AIMessage)
     available = {tool.name: tool for tool in session.tools(state["turn"])}
     step = state["step"] - 1
-    messages, events = [], []
-    for call in reply.tool_calls:  # in order: tools may share state
-        message, event = await execute_tool_call(
+    interface = _interface(_ctx(runtime))
+    results = [
+        await execute_tool_call(
             call, available, turn=state["turn"], step=step, timeout_s=env.tool_timeout_s
         )
-        messages.append(message)
-        events.append(event.model_dump())
-    for raw in reply.invalid_tool_calls:
-        message, event = invalid_call_event(dict(raw), turn=state["turn"], step=step)
+        for call in reply.tool_calls  # in order: tools may share state
+    ]
+    results += [
+        invalid_call_event(dict(raw), turn=state["turn"], step=step)
+        for raw in reply.invalid_tool_calls
+    ]
+    messages, events = [], []
+    for message, event in results:
+        if looks_like_error(event):  # phi_err: a recovery hint for the error's pattern
+            shown = interface.error_text(event.output)
+            message.content, event.output = shown, shown
         messages.append(message)
         events.append(event.model_dump())
     return {"messages": messages, "tool_events": events}
@@ -226,7 +257,7 @@ async def end_turn(state: RolloutState, runtime: Runtime[RolloutContext]) -> dic
 
 
 async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
-    ctx = runtime.context
+    ctx = _ctx(runtime)
     env, _, session = await _session(state, runtime)
     calls = [LLMCall.model_validate(c) for c in state["llm_calls"]]
     episode = Episode(
@@ -236,6 +267,7 @@ async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[
         task_id=state["task_id"],
         sample_index=state.get("sample_index", 0),
         policy_version=ctx.policy_version,
+        interface_version=_interface(ctx).version,
         messages=convert_to_openai_messages(state["messages"]),
         llm_calls=calls,
         tool_events=[ToolEvent.model_validate(e) for e in state["tool_events"]],
@@ -247,15 +279,7 @@ async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[
         verdict = session.verify(episode)
     finally:
         sessions.release(state["episode_id"])
-    for record, evidence in zip(episode.turns, verdict.turn_evidence, strict=False):
-        record.evidence = evidence
-    episode = episode.model_copy(
-        update={
-            "reward": verdict.reward,
-            "success": verdict.success,
-            "verdict_details": verdict.details,
-        }
-    )
+    episode = episode.with_verdict(verdict)
     return {"episode": episode.model_dump()}
 
 
@@ -268,7 +292,7 @@ def after_agent(state: RolloutState) -> Literal["tools", "end_turn"]:
 def after_tools(
     state: RolloutState, runtime: Runtime[RolloutContext]
 ) -> Literal["agent", "end_turn"]:
-    return "end_turn" if state["step"] >= runtime.context.step_limit else "agent"
+    return "end_turn" if state["step"] >= _ctx(runtime).step_limit else "agent"
 
 
 def after_turn(state: RolloutState) -> Literal["user_turn", "verify"]:

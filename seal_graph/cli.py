@@ -194,3 +194,34 @@ def eval_command(
             f"{100 * summary.model_wait_share:.0f}% of episode time waiting on the model.\n"
             f"results: {out_dir / 'results.json'}  traces: {out_dir / 'traces.sqlite'}"
         )
+
+
+@app.command()
+def evolve(
+    run: Annotated[str, typer.Option(help="Run id in the trace store.")],
+    store: Annotated[Path, typer.Option(help="Trace store (SQLite file).")],
+    interface_version: Annotated[
+        int | None, typer.Option(help="Diagnose the batch of this interface version.")
+    ] = None,
+    schema_annotations: Annotated[bool, typer.Option(help="phi_schema.")] = True,
+    error_hints: Annotated[bool, typer.Option(help="phi_err.")] = True,
+    guidelines: Annotated[bool, typer.Option(help="phi_cap.")] = True,
+) -> None:
+    """Diagnose a stored batch, print its label table, and evolve the training interface."""
+    import asyncio
+
+    from seal_graph.evolution_report import render_evolution
+    from seal_graph.graphs.diagnose_evolve import EvolveContext, graph
+    from seal_graph.interface import InterfaceConfig
+
+    with user_errors():
+        if not store.is_file():
+            raise ConfigError(f"no trace store at {store}: give the path of a traces.sqlite")
+        payload: dict[str, object] = {"store_path": str(store), "run_id": run}
+        if interface_version is not None:
+            payload["interface_version"] = interface_version
+        config = InterfaceConfig(
+            schema_annotations=schema_annotations, error_hints=error_hints, guidelines=guidelines
+        )
+        result = asyncio.run(graph.ainvoke(payload, context=EvolveContext(config=config)))
+        render_evolution(console, result, store, run)

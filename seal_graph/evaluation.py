@@ -139,6 +139,7 @@ async def evaluate(
         temperature=0.0,
         max_tokens=max_tokens,
         step_limit=step_limit,
+        mode="eval",  # the base interface, enforced by the rollout graph
     )
     episodes = store.episodes(run_id)  # includes episodes of an earlier, interrupted run
     store.close()

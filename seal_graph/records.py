@@ -91,3 +91,19 @@ class Episode(BaseModel):
     verdict_details: dict[str, Any] = Field(default_factory=dict)
     seconds: float = 0.0
     model_seconds: float = Field(default=0.0, description="Time spent waiting on the model.")
+
+    def with_verdict(self, verdict: Verdict) -> Episode:
+        """This episode judged: reward, success, details, and each turn's evidence."""
+        turns = [
+            turn.model_copy(update={"evidence": evidence})
+            for turn, evidence in zip(self.turns, verdict.turn_evidence, strict=False)
+        ]
+        turns += self.turns[len(turns) :]
+        return self.model_copy(
+            update={
+                "reward": verdict.reward,
+                "success": verdict.success,
+                "verdict_details": verdict.details,
+                "turns": turns,
+            }
+        )

@@ -65,7 +65,7 @@ async def replay_calls(
         verdict = session.verify(episode)
     finally:
         session.close()
-    return episode, verdict
+    return episode.with_verdict(verdict), verdict
 
 
 async def replay_reference(env: Environment, task: Task) -> Verdict:

@@ -13,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from seal_graph import registry
 from seal_graph.environment import Environment
 from seal_graph.graphs.rollout import RolloutContext, builder
+from seal_graph.interface import InterfaceVersion
 from seal_graph.records import Episode
 from seal_graph.serving import ModelEndpoint
 from seal_graph.store import TraceStore
@@ -64,6 +66,8 @@ async def run_rollouts(
     max_exceptions: int = 0,
     checkpoint_path: Path | None = None,
     show_progress: bool = True,
+    interface: InterfaceVersion | None = None,
+    mode: Literal["train", "eval"] = "train",
 ) -> RolloutBatchReport:
     """Roll out `samples` episodes of every task (a GRPO group each), `concurrency` at once.
 
@@ -83,6 +87,8 @@ async def run_rollouts(
         "max_tokens": max_tokens,
         "step_limit": step_limit,
         "run_id": run_id,
+        "interface": interface,
+        "mode": mode,
     }
     context = (
         RolloutContext(env=environment, chat_model=model, **settings)

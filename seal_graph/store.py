@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from seal_graph.diagnosis import TurnDiagnosis
 from seal_graph.errors import ConfigError
+from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
 
 SCHEMA = """
@@ -51,6 +53,10 @@ CREATE TABLE IF NOT EXISTS labels (
     episode_id TEXT NOT NULL REFERENCES episodes(episode_id) ON DELETE CASCADE,
     turn INTEGER NOT NULL, label TEXT NOT NULL, source TEXT NOT NULL,
     evidence TEXT NOT NULL, PRIMARY KEY (episode_id, turn, source)
+);
+CREATE TABLE IF NOT EXISTS interfaces (
+    run_id TEXT NOT NULL, version INTEGER NOT NULL, parent INTEGER, created_at REAL NOT NULL,
+    data TEXT NOT NULL, PRIMARY KEY (run_id, version)
 );
 CREATE INDEX IF NOT EXISTS episodes_by_run ON episodes(run_id, task_id);
 """
@@ -193,16 +199,84 @@ class TraceStore:
     def runs(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY created_at")]
 
-    def iter_episodes(self, run_id: str | None = None) -> Iterator[Episode]:
-        """Episodes in commit order, fully reassembled."""
-        sql = "SELECT * FROM episodes" + (" WHERE run_id = ?" if run_id else "") + " ORDER BY rowid"
-        cursor = self._conn.execute(sql, (run_id,) if run_id else ())
+    def iter_episodes(
+        self, run_id: str | None = None, interface_version: int | None = None
+    ) -> Iterator[Episode]:
+        """Episodes in commit order, fully reassembled (optionally of one interface)."""
+        where, args = [], []
+        if run_id:
+            where, args = ["run_id = ?"], [run_id]
+        if interface_version is not None:
+            where.append("interface_version = ?")
+            args.append(interface_version)
+        sql = "SELECT * FROM episodes"
+        sql += (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
+        cursor = self._conn.execute(sql, args)
         columns = [d[0] for d in cursor.description]
         for row in cursor.fetchall():
             yield self._assemble(dict(zip(columns, row, strict=True)))
 
-    def episodes(self, run_id: str | None = None) -> list[Episode]:
-        return list(self.iter_episodes(run_id))
+    def episodes(
+        self, run_id: str | None = None, interface_version: int | None = None
+    ) -> list[Episode]:
+        return list(self.iter_episodes(run_id, interface_version))
+
+    # ---- diagnosis labels and interface versions ------------------------------------
+
+    def write_labels(self, episode_id: str, diagnoses: list[TurnDiagnosis]) -> None:
+        """Store (or replace, per turn and source) an episode's turn labels, atomically."""
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO labels VALUES (?,?,?,?,?)",
+                    [
+                        (episode_id, d.turn, d.label, d.source, d.model_dump_json())
+                        for d in diagnoses
+                    ],
+                )
+            ]
+        )
+
+    def labels(self, run_id: str) -> dict[str, list[TurnDiagnosis]]:
+        """Turn labels of a run's episodes, by episode id, in turn order."""
+        result: dict[str, list[TurnDiagnosis]] = {}
+        for episode_id, data in self._conn.execute(
+            "SELECT l.episode_id, l.evidence FROM labels l JOIN episodes e "
+            "USING (episode_id) WHERE e.run_id = ? ORDER BY l.episode_id, l.turn",
+            (run_id,),
+        ):
+            result.setdefault(episode_id, []).append(TurnDiagnosis.model_validate_json(data))
+        return result
+
+    def save_interface(self, run_id: str, interface: InterfaceVersion) -> None:
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO interfaces VALUES (?,?,?,?,?)",
+                    (
+                        run_id,
+                        interface.version,
+                        interface.parent,
+                        time.time(),
+                        interface.model_dump_json(),
+                    ),
+                )
+            ]
+        )
+
+    def interfaces(self, run_id: str) -> list[InterfaceVersion]:
+        """Every stored interface version of a run, oldest first."""
+        return [
+            InterfaceVersion.model_validate_json(row[0])
+            for row in self._conn.execute(
+                "SELECT data FROM interfaces WHERE run_id = ? ORDER BY version", (run_id,)
+            )
+        ]
+
+    def latest_interface(self, run_id: str) -> InterfaceVersion:
+        """The newest interface of a run; the base interface when none was committed."""
+        versions = self.interfaces(run_id)
+        return versions[-1] if versions else BASE_INTERFACE
 
     def _assemble(self, row: dict[str, Any]) -> Episode:
         eid = row["episode_id"]

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 
@@ -18,6 +19,7 @@ class ScriptedToolModel(BaseChatModel):
 
     script: Iterator[AIMessage | str | Exception]
     bound: list[list[str]] = Field(default_factory=list)
+    bound_schemas: list[list[dict[str, Any]]] = Field(default_factory=list)
     seen: list[list[BaseMessage]] = Field(default_factory=list)
 
     @property
@@ -26,6 +28,7 @@ class ScriptedToolModel(BaseChatModel):
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedToolModel:
         self.bound.append([t.name for t in tools])
+        self.bound_schemas.append([convert_to_openai_tool(t) for t in tools])
         return self
 
     def _generate(

@@ -1,0 +1,201 @@
+"""The diagnose → evolve graph: label a batch of stored episodes, evolve the interface.
+
+    load_batch → diagnose → aggregate → propose → commit → END
+
+It reads the episodes of one run that were rolled out under the run's current interface
+version, labels every turn (deterministic rules; optionally an LLM judge for turns no
+evidence supports), stores the labels, aggregates label statistics, proposes the next
+interface version and commits it when it differs. The output is a human-readable account
+of what changed and why.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, NotRequired, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from seal_graph import registry
+from seal_graph.diagnosis import TurnDiagnosis, diagnose_episode, label_statistics, looks_like_error
+from seal_graph.errors import ConfigError
+from seal_graph.interface import InterfaceConfig, InterfaceVersion, evolve
+from seal_graph.judge import judge_unverified
+from seal_graph.records import Episode
+from seal_graph.store import TraceStore
+
+
+@dataclass
+class EvolveContext:
+    """Settings of interface evolution (rendered by LangGraph Studio)."""
+
+    config: InterfaceConfig = field(default_factory=InterfaceConfig)
+    """Switches and thresholds (the paper's values by default)."""
+    judge_base_url: str = ""
+    """Optional OpenAI-compatible endpoint of an LLM judge for `unverified` turns."""
+    judge_model: str = ""
+    """Model name of the judge."""
+    judge_api_key: str = field(default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""))
+    """API key of the judge endpoint."""
+
+
+def _ctx(runtime: Runtime[EvolveContext]) -> EvolveContext:
+    """The run's context; defaults when none was given (e.g. a bare `graph.invoke`)."""
+    return runtime.context or EvolveContext()
+
+
+class EvolveInput(TypedDict):
+    """Which stored batch to diagnose."""
+
+    store_path: str
+    """Path of the SQLite trace store."""
+    run_id: str
+    """Run whose episodes to read."""
+    interface_version: NotRequired[int]
+    """Batch = episodes rolled out under this version (default: the run's latest)."""
+
+
+class EvolveOutput(TypedDict):
+    """What the cycle found and changed."""
+
+    label_table: list[dict[str, Any]]
+    """Per label: count, prevalence, mean reward."""
+    previous_version: int
+    """Interface version the batch ran under."""
+    version: int
+    """Interface version after this cycle."""
+    changed: bool
+    """Whether a new version was committed."""
+    summary: str
+    """What changed and why."""
+
+
+class EvolveState(EvolveInput, EvolveOutput, total=False):
+    """Everything the cycle carries between nodes (checkpointed)."""
+
+    episodes: list[dict[str, Any]]
+    """The batch (`Episode` dicts)."""
+    diagnoses: dict[str, list[dict[str, Any]]]
+    """Turn labels per episode id."""
+    current: dict[str, Any]
+    """The interface version the batch ran under."""
+    proposed: dict[str, Any]
+    """The proposed next version."""
+
+
+def _store(state: EvolveState) -> TraceStore:
+    if not os.path.exists(state["store_path"]):
+        raise ConfigError(f"no trace store at {state['store_path']}")
+    return TraceStore(state["store_path"])
+
+
+async def load_batch(state: EvolveState) -> dict[str, Any]:
+    store = _store(state)
+    try:
+        current = store.latest_interface(state["run_id"])
+        version = state.get("interface_version", current.version)
+        versions = {v.version: v for v in store.interfaces(state["run_id"])}
+        current = versions.get(version, current)
+        episodes = store.episodes(state["run_id"], interface_version=version)
+    finally:
+        store.close()
+    if not episodes:
+        raise ConfigError(
+            f"run {state['run_id']!r} has no episodes under interface version "
+            f"{version} in {state['store_path']}"
+        )
+    return {
+        "episodes": [e.model_dump() for e in episodes],
+        "current": current.model_dump(),
+        "previous_version": current.version,
+    }
+
+
+async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
+    ctx = _ctx(runtime)
+    judge = (
+        registry.chat_model(ctx.judge_base_url, ctx.judge_api_key, ctx.judge_model, 0.0, 256)
+        if ctx.judge_base_url and ctx.judge_model
+        else None
+    )
+    result = {}
+    for data in state["episodes"]:
+        episode = Episode.model_validate(data)
+        try:
+            task = registry.get_environment(episode.env).task(episode.task_id)
+        except ConfigError:  # an environment not in the registry: no reference solution
+            task = None
+        diagnoses = diagnose_episode(episode, task)
+        if judge is not None:
+            diagnoses = await judge_unverified(judge, episode, diagnoses)
+        result[episode.episode_id] = [d.model_dump() for d in diagnoses]
+    store = _store(state)
+    try:
+        for episode_id, diagnoses in result.items():
+            store.write_labels(episode_id, [TurnDiagnosis.model_validate(d) for d in diagnoses])
+    finally:
+        store.close()
+    return {"diagnoses": result}
+
+
+async def aggregate(state: EvolveState) -> dict[str, Any]:
+    stats = label_statistics(_pairs(state))
+    return {"label_table": [s.model_dump() for s in stats.values()]}
+
+
+async def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
+    current = InterfaceVersion.model_validate(state["current"])
+    pairs = _pairs(state)
+    errors = [
+        event.output
+        for episode, _ in pairs
+        for event in episode.tool_events
+        if looks_like_error(event)
+    ]
+    proposed = evolve(current, label_statistics(pairs), errors, _ctx(runtime).config)
+    changed = proposed.version != current.version
+    return {
+        "proposed": proposed.model_dump(),
+        "changed": changed,
+        "version": proposed.version,
+        "summary": proposed.summary if changed else "no change",
+    }
+
+
+async def commit(state: EvolveState) -> dict[str, Any]:
+    if state["changed"]:
+        store = _store(state)
+        try:
+            store.save_interface(
+                state["run_id"], InterfaceVersion.model_validate(state["proposed"])
+            )
+        finally:
+            store.close()
+    return {}
+
+
+def _pairs(state: EvolveState) -> list[tuple[Episode, list[TurnDiagnosis]]]:
+    return [
+        (
+            Episode.model_validate(data),
+            [TurnDiagnosis.model_validate(d) for d in state["diagnoses"][data["episode_id"]]],
+        )
+        for data in state["episodes"]
+    ]
+
+
+builder = StateGraph(
+    EvolveState, input_schema=EvolveInput, output_schema=EvolveOutput, context_schema=EvolveContext
+)
+for node in (load_batch, diagnose, aggregate, propose, commit):
+    builder.add_node(node.__name__, node)
+builder.add_edge(START, "load_batch")
+builder.add_edge("load_batch", "diagnose")
+builder.add_edge("diagnose", "aggregate")
+builder.add_edge("aggregate", "propose")
+builder.add_edge("propose", "commit")
+builder.add_edge("commit", END)
+
+graph = builder.compile(name="diagnose_evolve")

@@ -1,0 +1,175 @@
+"""Turn-level diagnosis: a failure label for every user turn, from executable evidence.
+
+The default diagnoser is deterministic. It reads what the rollout recorded — parse and
+schema errors, execution errors, the tools called and their arguments — and the
+verifier's turn-by-turn evidence (for BFCL, the official state and response checks
+replayed per turn). A failed turn gets the paper's labels in priority order:
+invalid_tool_call > argument_mismatch > state_mismatch > recovery_failure >
+missing_tool_call > response_mismatch. Environments without per-turn evidence get the
+labels the errors support, or `unverified`; an optional LLM judge can label those.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from seal_graph.environment import Task
+from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS, Label
+from seal_graph.records import Episode, ToolEvent
+
+_INVALID_KINDS = {"parse_error", "unknown_tool", "validation_error"}
+
+
+class TurnDiagnosis(BaseModel):
+    """The label of one user turn and what it rests on."""
+
+    turn: int
+    label: Label
+    tag: Label | None = Field(default=None, description="The verifier's own per-turn tag.")
+    responsible_calls: list[int] = Field(
+        default_factory=list, description="Indices into the episode's LLM calls."
+    )
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    source: str = "rules"
+
+
+class LabelStat(BaseModel):
+    """How often a label occurs in a batch and how those episodes fared."""
+
+    label: str
+    count: int
+    prevalence: float
+    mean_reward: float
+
+
+def looks_like_error(event: ToolEvent) -> bool:
+    """An error event, or a tool that reported an error in its result (BFCL's style)."""
+    if event.status == "error":
+        return True
+    try:
+        output = json.loads(event.output)
+    except (ValueError, TypeError):
+        return False
+    return isinstance(output, dict) and "error" in output
+
+
+def _same_args(left: dict[str, Any], right: dict[str, Any]) -> bool:
+    def norm(value: Any) -> Any:
+        return (
+            float(value)
+            if isinstance(value, int | float) and not isinstance(value, bool)
+            else value
+        )
+
+    return {k: norm(v) for k, v in left.items()} == {k: norm(v) for k, v in right.items()}
+
+
+def _argument_mismatch(events: list[ToolEvent], reference: list[dict[str, Any]]) -> bool:
+    """Every reference tool was called, but some reference call's arguments never were."""
+    called = [e for e in events if isinstance(e.arguments, dict)]
+    names = {e.name for e in called}
+    if not reference or not {r["name"] for r in reference} <= names:
+        return False
+    return any(
+        not any(e.name == r["name"] and _same_args(e.arguments, r["args"]) for e in called)
+        for r in reference
+    )
+
+
+def _turn_passed(evidence: dict[str, Any]) -> bool | None:
+    """The verifier's verdict on a turn: True / False, or None when it gave none."""
+    tag = evidence.get("tag")
+    if tag is not None:
+        return tag in SUCCESS_LABELS
+    if "pass" in evidence:
+        return bool(evidence["pass"])
+    return None
+
+
+def diagnose_turn(
+    episode: Episode, turn: int, reference: list[dict[str, Any]] | None
+) -> TurnDiagnosis:
+    record = episode.turns[turn]
+    evidence = record.evidence
+    events = [e for e in episode.tool_events if e.turn == turn]
+    calls = [i for i, c in enumerate(episode.llm_calls) if c.turn == turn]
+    tag = evidence.get("tag")
+    facts = {
+        "events": len(events),
+        "errors": sum(looks_like_error(e) for e in events),
+        "hit_step_limit": record.hit_step_limit,
+    }
+
+    def label(name: str, responsible: list[int] | None = None) -> TurnDiagnosis:
+        return TurnDiagnosis(
+            turn=turn,
+            label=name,
+            tag=tag,
+            evidence=facts,
+            responsible_calls=calls if responsible is None else responsible,
+        )
+
+    if tag in UNTRUSTED_LABELS or tag == "spurious_tool_call":
+        return label(tag)
+    passed = _turn_passed(evidence)
+    if passed:
+        return label(tag if tag in SUCCESS_LABELS else "pass")
+    invalid = [e for e in events if e.error_kind in _INVALID_KINDS]
+    if invalid:
+        steps = {e.step for e in invalid}
+        return label("invalid_tool_call", [i for i in calls if episode.llm_calls[i].step in steps])
+    errored = [e for e in events if looks_like_error(e)]
+    if passed is None:  # no verifier evidence: only what errors support
+        if errored and looks_like_error(events[-1]):
+            return label("recovery_failure")
+        return label("unverified")
+    if reference is not None and _argument_mismatch(events, reference):
+        return label("argument_mismatch")
+    executed = any(e.status == "ok" for e in events)
+    state_differs = tag == "instance_mismatch" or (
+        "expected_state" in evidence and evidence.get("state") != evidence["expected_state"]
+    )
+    if executed and state_differs:
+        return label("state_mismatch")
+    if errored:
+        return label("recovery_failure")
+    if not events:
+        return label("missing_tool_call", calls[-1:])
+    return label("response_mismatch")
+
+
+def diagnose_episode(episode: Episode, task: Task | None = None) -> list[TurnDiagnosis]:
+    """Label every user turn of an episode."""
+    references = task.reference if task is not None and task.reference else None
+    return [
+        diagnose_turn(episode, turn, references[turn] if references else None)
+        for turn in range(len(episode.turns))
+    ]
+
+
+def label_statistics(
+    diagnosed: list[tuple[Episode, list[TurnDiagnosis]]],
+) -> dict[str, LabelStat]:
+    """Prevalence (share of trusted labelled turns), count and mean episode reward per label."""
+    counts: Counter[str] = Counter()
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for episode, diagnoses in diagnosed:
+        for diagnosis in diagnoses:
+            if diagnosis.label in UNTRUSTED_LABELS:
+                continue
+            counts[diagnosis.label] += 1
+            rewards[diagnosis.label].append(episode.reward)
+    total = sum(counts.values()) or 1
+    return {
+        name: LabelStat(
+            label=name,
+            count=count,
+            prevalence=count / total,
+            mean_reward=sum(rewards[name]) / len(rewards[name]),
+        )
+        for name, count in counts.most_common()
+    }

@@ -1,0 +1,102 @@
+"""The diagnose → evolve graph and `seal-graph evolve` on a stored batch."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from seal_graph.graphs.diagnose_evolve import graph
+from seal_graph.interface import GUIDELINES
+from seal_graph.reference import replay_calls
+from seal_graph.store import TraceStore
+from seal_graph.tools.kv_calc import make_env
+
+
+def stored_batch(path, run_id="batch", tasks=6):
+    """Episodes of an agent that never calls a tool: every turn is a missing call."""
+    env = make_env()
+    store = TraceStore(path)
+    store.ensure_run(run_id, env.name)
+
+    async def replay_all():
+        return [
+            (await replay_calls(env, t, [[] for _ in t.turns], run_id))[0]
+            for t in env.tasks("train")[:tasks]
+        ]
+
+    with ThreadPoolExecutor(1) as pool:  # callable from inside a running event loop too
+        episodes = pool.submit(asyncio.run, replay_all()).result()
+    for episode in episodes:
+        store.write_episode(episode)
+    turns = sum(len(e.turns) for e in store.episodes(run_id))
+    store.close()
+    return turns
+
+
+async def test_cycle_labels_the_batch_and_commits_a_new_interface(tmp_path) -> None:
+    path = tmp_path / "traces.sqlite"
+    turns = stored_batch(path)
+    result = await graph.ainvoke({"store_path": str(path), "run_id": "batch"})
+    assert result["label_table"] == [
+        {"label": "missing_tool_call", "count": turns, "prevalence": 1.0, "mean_reward": 0.0}
+    ]
+    assert (result["previous_version"], result["version"], result["changed"]) == (0, 1, True)
+    assert "guideline for missing_tool_call" in result["summary"]
+    store = TraceStore(path)
+    labels = store.labels("batch")
+    assert sum(len(v) for v in labels.values()) == turns
+    interface = store.latest_interface("batch")
+    assert interface.version == 1
+    assert GUIDELINES["missing_tool_call"] in interface.system_prompt(None)
+    # the same batch again under version 0 proposes nothing new
+    again = await graph.ainvoke(
+        {"store_path": str(path), "run_id": "batch", "interface_version": 0}
+    )
+    assert again["changed"] is False and again["version"] == 1
+
+
+async def test_a_batch_without_episodes_is_a_clear_error(tmp_path) -> None:
+    path = tmp_path / "traces.sqlite"
+    stored_batch(path, tasks=1)
+    with pytest.raises(Exception, match="has no episodes under interface version 3"):
+        await graph.ainvoke({"store_path": str(path), "run_id": "batch", "interface_version": 3})
+
+
+def test_cli_prints_the_label_table_and_the_interface_diff(tmp_path) -> None:
+    path = tmp_path / "traces.sqlite"
+    stored_batch(path)
+    env = {**os.environ, "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "seal_graph", "evolve", "--run", "batch", "--store", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "missing_tool_call" in result.stdout and "100%" in result.stdout
+    assert "interface v0 -> v1" in result.stdout
+    assert "[guideline] missing_tool_call" in result.stdout
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seal_graph",
+            "evolve",
+            "--run",
+            "x",
+            "--store",
+            str(tmp_path / "none.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert missing.returncode == 1 and "no trace store at" in missing.stderr
+    assert "Traceback" not in missing.stderr
