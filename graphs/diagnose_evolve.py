@@ -11,12 +11,14 @@ of what changed and why.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
 
 from seal_graph import registry
 from seal_graph.diagnosis import TurnDiagnosis, diagnose_episode, label_statistics, looks_like_error
@@ -91,7 +93,7 @@ def _store(state: EvolveState) -> TraceStore:
     return TraceStore(state["store_path"])
 
 
-async def load_batch(state: EvolveState) -> dict[str, Any]:
+def load_batch(state: EvolveState) -> dict[str, Any]:
     store = _store(state)
     try:
         current = store.latest_interface(state["run_id"])
@@ -120,32 +122,44 @@ async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[
         if ctx.judge_base_url and ctx.judge_model
         else None
     )
-    result = {}
-    for data in state["episodes"]:
-        episode = Episode.model_validate(data)
+    episodes = [Episode.model_validate(data) for data in state["episodes"]]
+    labelled = await asyncio.to_thread(_rule_labels, episodes)  # data files: off the loop
+    if judge is not None:
+        labelled = [(e, await judge_unverified(judge, e, d)) for e, d in labelled]
+    await asyncio.to_thread(_write_labels, state, labelled)
+    return {
+        "diagnoses": {
+            e.episode_id: [d.model_dump() for d in diagnoses] for e, diagnoses in labelled
+        }
+    }
+
+
+def _rule_labels(episodes: list[Episode]) -> list[tuple[Episode, list[TurnDiagnosis]]]:
+    labelled = []
+    for episode in episodes:
         try:
             task = registry.get_environment(episode.env).task(episode.task_id)
         except ConfigError:  # an environment not in the registry: no reference solution
             task = None
-        diagnoses = diagnose_episode(episode, task)
-        if judge is not None:
-            diagnoses = await judge_unverified(judge, episode, diagnoses)
-        result[episode.episode_id] = [d.model_dump() for d in diagnoses]
+        labelled.append((episode, diagnose_episode(episode, task)))
+    return labelled
+
+
+def _write_labels(state: EvolveState, labelled: list[tuple[Episode, list[TurnDiagnosis]]]):
     store = _store(state)
     try:
-        for episode_id, diagnoses in result.items():
-            store.write_labels(episode_id, [TurnDiagnosis.model_validate(d) for d in diagnoses])
+        for episode, diagnoses in labelled:
+            store.write_labels(episode.episode_id, diagnoses)
     finally:
         store.close()
-    return {"diagnoses": result}
 
 
-async def aggregate(state: EvolveState) -> dict[str, Any]:
+def aggregate(state: EvolveState) -> dict[str, Any]:
     stats = label_statistics(_pairs(state))
     return {"label_table": [s.model_dump() for s in stats.values()]}
 
 
-async def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
+def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
     current = InterfaceVersion.model_validate(state["current"])
     pairs = _pairs(state)
     errors = [
@@ -164,7 +178,7 @@ async def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[s
     }
 
 
-async def commit(state: EvolveState) -> dict[str, Any]:
+def commit(state: EvolveState) -> dict[str, Any]:
     if state["changed"]:
         store = _store(state)
         try:

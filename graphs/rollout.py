@@ -11,16 +11,16 @@ turn; `verify` asks the environment's verifier for the reward and per-turn evide
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired
 
 import openai
 from langchain_core.exceptions import ContextOverflowError
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -31,11 +31,11 @@ from langchain_core.messages import (
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
 
 from seal_graph import registry, sessions
 from seal_graph.client import served_tokens
 from seal_graph.diagnosis import looks_like_error
-from seal_graph.environment import Environment
 from seal_graph.errors import ConfigError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
@@ -46,16 +46,16 @@ from seal_graph.tool_execution import execute_tool_call, invalid_call_event
 class RolloutContext:
     """Run-time settings of a rollout (rendered by LangGraph Studio)."""
 
-    env: str | Environment = "kv-calc"
-    """Environment name (`kv-calc`, `bfcl`, `module:factory`) or an Environment object."""
+    env: str = "kv-calc"
+    """Environment name: `kv-calc`, `bfcl`, `module:factory`, or one registered in Python."""
     base_url: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
     """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."""
     api_key: str = field(default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""))
     """API key of the endpoint."""
     model: str = "seal-agent"
     """Served model name."""
-    chat_model: BaseChatModel | None = None
-    """Any LangChain chat model to use instead of the endpoint settings above."""
+    chat_model: Any = None
+    """A LangChain chat model to use instead of the endpoint above (Python only)."""
     temperature: float = 1.0
     """Sampling temperature (0 for evaluation)."""
     max_tokens: int = 256
@@ -125,9 +125,14 @@ def is_context_overflow(exc: BaseException) -> bool:
     )
 
 
+async def _environment(runtime: Runtime[RolloutContext], task_id: str):
+    """The environment and task; first use reads data files, so off the event loop."""
+    env = await asyncio.to_thread(registry.get_environment, _ctx(runtime).env)
+    return env, await asyncio.to_thread(env.task, task_id)
+
+
 async def _session(state: RolloutState, runtime: Runtime[RolloutContext]):
-    env = registry.resolve_environment(_ctx(runtime).env)
-    task = env.task(state["task_id"])
+    env, task = await _environment(runtime, state["task_id"])
     events = [ToolEvent.model_validate(e) for e in state.get("tool_events", [])]
     session = await sessions.session_for(
         state["episode_id"], env, task, events, len(state.get("turns", []))
@@ -147,8 +152,7 @@ def _interface(ctx: RolloutContext) -> InterfaceVersion:
 
 
 async def begin(state: RolloutInput, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
-    env = registry.resolve_environment(_ctx(runtime).env)
-    task = env.task(state["task_id"])
+    _, task = await _environment(runtime, state["task_id"])
     prompt = _interface(_ctx(runtime)).system_prompt(task.system_prompt)
     system = [SystemMessage(prompt)] if prompt else []
     return {
@@ -276,7 +280,7 @@ async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[
         model_seconds=sum(c.seconds for c in calls),
     )
     try:
-        verdict = session.verify(episode)
+        verdict = await asyncio.to_thread(session.verify, episode)
     finally:
         sessions.release(state["episode_id"])
     episode = episode.with_verdict(verdict)

@@ -20,9 +20,23 @@ BUILTIN_ENVIRONMENTS = {
 }
 
 
-@cache
+_REGISTERED: dict[str, Environment] = {}
+
+
+def register_environment(env: Environment) -> str:
+    """Make an environment object reachable by its name (graphs take names, so that the
+    same graph runs from Studio); returns the name."""
+    _REGISTERED[env.name] = env
+    return env.name
+
+
 def get_environment(name: str) -> Environment:
-    """A built-in environment by name (`kv-calc`, `bfcl`) or `module:factory`."""
+    """A registered environment, a built-in one (`kv-calc`, `bfcl`) or `module:factory`."""
+    return _REGISTERED.get(name) or _load_environment(name)
+
+
+@cache
+def _load_environment(name: str) -> Environment:
     target = BUILTIN_ENVIRONMENTS.get(name, name)
     if ":" not in target:
         raise ConfigError(
@@ -40,7 +54,11 @@ def get_environment(name: str) -> Environment:
 
 
 def resolve_environment(env: str | Environment) -> Environment:
-    return env if isinstance(env, Environment) else get_environment(env)
+    """An environment from a name, or an object (which gets registered under its name)."""
+    if isinstance(env, Environment):
+        register_environment(env)
+        return env
+    return get_environment(env)
 
 
 @lru_cache(maxsize=32)

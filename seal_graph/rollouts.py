@@ -91,10 +91,10 @@ async def run_rollouts(
         "mode": mode,
     }
     context = (
-        RolloutContext(env=environment, chat_model=model, **settings)
+        RolloutContext(env=environment.name, chat_model=model, **settings)
         if isinstance(model, BaseChatModel)
         else RolloutContext(
-            env=environment,
+            env=environment.name,
             base_url=model.base_url,
             api_key=model.api_key,
             model=model.model,

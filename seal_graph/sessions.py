@@ -9,6 +9,8 @@ functions of their calls, so the rebuilt state equals the lost one.
 
 from __future__ import annotations
 
+import asyncio
+
 from seal_graph.environment import Environment, EnvSession, Task
 from seal_graph.records import ToolEvent
 from seal_graph.tool_execution import execute_tool_call
@@ -23,7 +25,7 @@ async def session_for(
     session = _LIVE.get(episode_id)
     if session is not None:
         return session
-    session = env.open(task)
+    session = await asyncio.to_thread(env.open, task)
     for turn in range(max(turns_done, max((e.turn for e in events), default=-1) + 1)):
         turn_events = [e for e in events if e.turn == turn]
         tools = {tool.name: tool for tool in session.tools(turn)}

@@ -19,6 +19,7 @@ from seal_graph.interface import (
     InterfaceConfig,
     evolve,
 )
+from seal_graph.registry import register_environment
 from seal_graph.tools.kv_calc import make_env
 
 CONFIG = InterfaceConfig()
@@ -98,7 +99,9 @@ async def _rollout(interface, mode):
     model = scripted(call("set_value", {"key": "zz", "value": "NaN?"}), "done", "ok", "ok")
     await graph.ainvoke(
         {"task_id": task.id},
-        context=RolloutContext(env=env, chat_model=model, interface=interface, mode=mode),
+        context=RolloutContext(
+            env=register_environment(env), chat_model=model, interface=interface, mode=mode
+        ),
     )
     return model
 

@@ -13,6 +13,7 @@ from langchain_core.tools import StructuredTool
 from seal_graph.environment import Task
 from seal_graph.graphs.rollout import RolloutContext, graph
 from seal_graph.records import Episode, Verdict
+from seal_graph.registry import register_environment
 from seal_graph.rollouts import run_rollouts
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env
@@ -54,7 +55,9 @@ def toy_env():
 async def rollout(env, model, task_id="t0", step_limit=20) -> Episode:
     result = await graph.ainvoke(
         {"task_id": task_id},
-        context=RolloutContext(env=env, chat_model=model, step_limit=step_limit),
+        context=RolloutContext(
+            env=register_environment(env), chat_model=model, step_limit=step_limit
+        ),
     )
     return Episode.model_validate(result["episode"])
 

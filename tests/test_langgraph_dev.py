@@ -1,0 +1,83 @@
+"""`langgraph dev` serves the graphs offline; a real `langgraph_sdk` client uses them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from test_diagnose_evolve_graph import stored_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dev_server():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true"}
+    cli = Path(sys.executable).with_name("langgraph")
+    process = subprocess.Popen(
+        [
+            str(cli),
+            "dev",
+            "--no-browser",
+            "--no-reload",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail(process.stdout.read().decode()[-3000:])
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+async def test_graphs_are_listed_with_typed_schemas(dev_server) -> None:
+    client = get_client(url=dev_server)
+    assistants = {a["graph_id"]: a for a in await client.assistants.search()}
+    assert {"rollout", "diagnose_evolve"} <= set(assistants)
+    schemas = await client.assistants.get_schemas(assistants["rollout"]["assistant_id"])
+    assert "task_id" in schemas["input_schema"]["properties"]
+    assert "episode" in schemas["output_schema"]["properties"]
+    assert "base_url" in schemas["context_schema"]["properties"]
+
+
+async def test_diagnose_evolve_runs_on_a_stored_batch_and_draws(dev_server, tmp_path) -> None:
+    path = tmp_path / "traces.sqlite"
+    turns = stored_batch(path)
+    client = get_client(url=dev_server)
+    output = await client.runs.wait(
+        None, "diagnose_evolve", input={"store_path": str(path), "run_id": "batch"}
+    )
+    assert output["changed"] is True and output["version"] == 1
+    assert output["label_table"][0]["label"] == "missing_tool_call"
+    assert output["label_table"][0]["count"] == turns
+    assistants = {a["graph_id"]: a for a in await client.assistants.search()}
+    drawing = await client.assistants.get_graph(assistants["diagnose_evolve"]["assistant_id"])
+    nodes = {node["id"] for node in drawing["nodes"]}
+    assert {"load_batch", "diagnose", "aggregate", "propose", "commit"} <= nodes
