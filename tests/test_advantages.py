@@ -1,0 +1,118 @@
+"""Hand-computed advantages and diagnosis weights (trajectory, turn, dynamic rho)."""
+
+from __future__ import annotations
+
+import pytest
+
+from seal_graph.diagnosis import LabelStat, TurnDiagnosis
+from seal_graph.records import Episode, TurnRecord
+from seal_graph.training.advantages import (
+    WeightingConfig,
+    group_advantages,
+    update_rho,
+    weighted_advantages,
+)
+
+CONFIG = WeightingConfig(dynamic_rho=False)
+
+
+def episode(eid: str, task: str, reward: float, turns: int = 2, version: int = 0) -> Episode:
+    return Episode(
+        episode_id=eid,
+        run_id="r",
+        env="e",
+        task_id=task,
+        sample_index=0,
+        interface_version=version,
+        messages=[],
+        reward=reward,
+        turns=[TurnRecord(index=i, user_message="u") for i in range(turns)],
+    )
+
+
+def labels(*names: str, tags: tuple[str | None, ...] = ()) -> list[TurnDiagnosis]:
+    tags = tags or (None,) * len(names)
+    pairs = enumerate(zip(names, tags, strict=True))
+    return [TurnDiagnosis(turn=i, label=n, tag=t) for i, (n, t) in pairs]
+
+
+def test_group_relative_advantages_and_zero_signal_groups() -> None:
+    batch = [
+        episode("a", "t1", 1.0),
+        episode("b", "t1", 0.0),
+        episode("c", "t1", 0.0),
+        episode("d", "t1", 1.0),
+        episode("e", "t2", 1.0),
+        episode("f", "t2", 1.0),
+        episode("g", "t1", 1.0, version=1),
+    ]  # another interface version: its own group
+    advantage, flat = group_advantages(batch)
+    assert advantage["a"] == pytest.approx(1.0, abs=1e-5)  # (1 - 0.5) / 0.5
+    assert advantage["b"] == pytest.approx(-1.0, abs=1e-5)
+    assert advantage["e"] == advantage["f"] == advantage["g"] == 0.0
+    assert flat == 2  # t2 (all 1) and t1 under version 1 (a single episode)
+
+
+def test_trajectory_weights_follow_eq_10_to_12() -> None:
+    pairs = [
+        (episode("a", "t", 1.0), labels("pass", "spurious_tool_call")),
+        (
+            episode("b", "t", 0.0),
+            labels(
+                "missing_tool_call",
+                "state_mismatch",
+                tags=("instance_mismatch", "instance_mismatch"),
+            ),
+        ),
+        (episode("c", "t", 0.0), labels("gt_error", "checker_error")),
+    ]
+    result = weighted_advantages(pairs, CONFIG)
+    assert result.weight["a"] == pytest.approx((1.0 + 2.0) / 2)
+    assert result.weight["b"] == pytest.approx(0.6)  # BFCL tag wins over the label
+    assert result.weight["c"] == 1.0  # no trusted label
+    a = result.advantage["a"]
+    assert result.for_call("a", 0, "trajectory") == pytest.approx(1.5 * a)
+    assert result.for_call("a", 0, "none") == pytest.approx(a)
+
+
+def test_weights_are_clipped() -> None:
+    config = WeightingConfig(dynamic_rho=False, rho={"pass": 5.0, "response_mismatch": 0.1})
+    pairs = [
+        (episode("a", "t", 1.0), labels("pass", "pass")),
+        (episode("b", "t", 0.0), labels("response_mismatch")),
+    ]
+    result = weighted_advantages(pairs, config)
+    assert (result.weight["a"], result.weight["b"]) == (2.0, 0.5)
+
+
+def test_turn_mode_gives_each_turns_calls_their_own_weight() -> None:
+    pairs = [
+        (episode("a", "t", 1.0), labels("pass", "spurious_tool_call")),
+        (episode("b", "t", 0.0), labels("response_mismatch", "pass")),
+    ]
+    result = weighted_advantages(pairs, CONFIG)
+    a, b = result.advantage["a"], result.advantage["b"]
+    assert result.for_call("a", 0, "turn") == pytest.approx(a * 1.0)
+    assert result.for_call("a", 1, "turn") == pytest.approx(a * 2.0)
+    assert result.for_call("b", 0, "turn") == pytest.approx(b * 0.9)
+    assert a > 0 > b  # the sign never changes
+
+
+def test_dynamic_rho_moves_by_ema_towards_its_target() -> None:
+    config = WeightingConfig()
+    stats = {
+        "response_mismatch": LabelStat(
+            label="response_mismatch", count=64, prevalence=0.25, mean_reward=0.2
+        ),
+        "spurious_tool_call": LabelStat(
+            label="spurious_tool_call", count=16, prevalence=0.5, mean_reward=0.0
+        ),
+    }
+    rho = update_rho(dict(config.rho), stats, config)
+    # target = 0.9 * (1 + 0.25 * 0.8 * 1) = 1.08; 0.75 * 0.9 + 0.25 * 1.08 = 0.945
+    assert rho["response_mismatch"] == pytest.approx(0.945)
+    # target = 2.0 * (1 + 0.5 * 1 * 0.5) = 2.5 -> clamped to 2.0; EMA stays at 2.0
+    assert rho["spurious_tool_call"] == pytest.approx(2.0)
+    again = update_rho(rho, stats, config)
+    assert again["response_mismatch"] == pytest.approx(0.75 * 0.945 + 0.25 * 1.08)
+    assert again["pass"] == 1.0  # untouched keys keep their value
