@@ -9,6 +9,7 @@ output is only ever used as keyword arguments of a named tool — never evaluate
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from typing import Any
@@ -98,7 +99,9 @@ async def execute_tool_call(
     if violation:
         return _error("validation_error", violation, call, turn, step, began)
     try:
-        output = await asyncio.wait_for(tool.ainvoke(args), timeout=timeout_s)
+        # A private copy: tools may keep and later mutate what they are given (BFCL's
+        # backends do), which must not reach the recorded event or the caller's data.
+        output = await asyncio.wait_for(tool.ainvoke(copy.deepcopy(args)), timeout=timeout_s)
     except TimeoutError:
         return _error(
             "timeout", f"{tool.name} did not finish within {timeout_s:g} s", call, turn, step, began

@@ -102,6 +102,21 @@ async def test_hanging_tool_times_out() -> None:
     assert "did not finish within 0.3 s" in message.content
 
 
+def test_a_tool_that_keeps_and_mutates_its_input_cannot_touch_the_record() -> None:
+    kept: list[list[str]] = []
+    keeper = StructuredTool.from_function(
+        lambda tags: kept.append(tags) or "ok", name="keep", description="Keeps its input."
+    )
+    args = {"tags": ["a"]}
+    _, event = asyncio.run(
+        execute_tool_call(
+            {"id": "c", "name": "keep", "args": args}, {"keep": keeper}, turn=0, step=0, timeout_s=2
+        )
+    )
+    kept[0].append("mutated later")
+    assert args == {"tags": ["a"]} and event.arguments == {"tags": ["a"]}
+
+
 def test_unparseable_arguments() -> None:
     message, event = invalid_call_event(
         {"id": "x", "name": "add", "args": '{"a": 1,', "error": "Expecting value"}, turn=0, step=0

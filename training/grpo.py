@@ -1,0 +1,160 @@
+"""Diagnosis-reweighted GRPO on stored trajectories, with TRL's GRPOTrainer.
+
+How TRL is extended. `GRPOTrainer` generates inside `_generate_and_score_completions`
+(called from `_prepare_inputs`) and computes the clipped surrogate in `_compute_loss`.
+Our rollouts are multi-call, multi-turn LangGraph episodes served by vLLM, so
+`TraceGRPOTrainer` overrides two hooks and keeps everything else:
+
+* `_generate_and_score_completions` builds the batch from stored samples instead of
+  generating: one sample per LLM call, prompt and completion token ids exactly as served
+  (no re-tokenisation), the served logprobs as `old_per_token_logps` (the behaviour
+  policy of the importance ratio), and the diagnosis-reweighted advantage of the call.
+  With `beta > 0`, the reference logprobs come from the model with its adapter switched
+  off, as TRL does for PEFT.
+* `_get_train_sampler` visits every stored sample once per epoch: groups were formed at
+  rollout time (same task, interface version and policy version), so TRL's
+  prompt-repeating sampler does not apply.
+
+TRL's `_compute_loss` then applies the clipped ratio (epsilon), the KL term (beta) and
+the loss aggregation unchanged. Loss falls on completion tokens only: the model's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import Dataset
+from peft.tuners.tuners_utils import BaseTunerLayer  # noqa: F401  (peft is required)
+from pydantic import BaseModel, Field
+from torch.utils.data import RandomSampler, Sampler
+from trl import GRPOConfig, GRPOTrainer
+
+
+class OptimConfig(BaseModel):
+    """Optimiser settings of one GRPO step."""
+
+    learning_rate: float = Field(default=1e-6, gt=0)
+    beta: float = Field(default=0.001, ge=0, description="KL coefficient (0 = no reference).")
+    epsilon: float = Field(default=0.2, gt=0, description="Clip range of the ratio.")
+    epochs: int = Field(default=1, ge=1, description="Passes over a batch.")
+    micro_batch: int = Field(default=2, ge=1, description="Samples per forward pass.")
+    loss_type: str = Field(default="grpo", description="TRL loss aggregation.")
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    drop_zero_advantage: bool = Field(
+        default=True,
+        description="Skip samples whose advantage is 0 (no policy gradient) when beta = 0.",
+    )
+
+
+def _never_called(*args: Any, **kwargs: Any) -> list[float]:
+    raise AssertionError("rewards come from the stored verifier verdicts")
+
+
+class TraceGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer over stored, served trajectories (see the module docstring)."""
+
+    def _get_train_sampler(self, dataset: Dataset | None = None) -> Sampler:
+        return RandomSampler(dataset if dataset is not None else self.train_dataset)
+
+    def _generate_and_score_completions(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        device = self.accelerator.device
+        pad = self.processing_class.pad_token_id or 0
+        prompts = [row["prompt_token_ids"] for row in batch]
+        completions = [row["completion_token_ids"] for row in batch]
+        width_p, width_c = max(map(len, prompts)), max(map(len, completions))
+        prompt_ids = torch.full((len(batch), width_p), pad, dtype=torch.long)
+        prompt_mask = torch.zeros((len(batch), width_p), dtype=torch.long)
+        completion_ids = torch.full((len(batch), width_c), pad, dtype=torch.long)
+        completion_mask = torch.zeros((len(batch), width_c), dtype=torch.long)
+        old_logps = torch.zeros((len(batch), width_c), dtype=torch.float32)
+        for i, row in enumerate(batch):
+            p, c = row["prompt_token_ids"], row["completion_token_ids"]
+            prompt_ids[i, width_p - len(p) :] = torch.tensor(p)  # left padding
+            prompt_mask[i, width_p - len(p) :] = 1
+            completion_ids[i, : len(c)] = torch.tensor(c)
+            completion_mask[i, : len(c)] = 1
+            old_logps[i, : len(c)] = torch.tensor(row["completion_logprobs"])
+        output = {
+            "prompt_ids": prompt_ids.to(device),
+            "prompt_mask": prompt_mask.to(device),
+            "completion_ids": completion_ids.to(device),
+            "completion_mask": completion_mask.to(device),
+            "advantages": torch.tensor(
+                [row["advantage"] for row in batch], dtype=torch.float32, device=device
+            ),
+            "old_per_token_logps": old_logps.to(device),
+            "num_items_in_batch": completion_mask.sum().to(device),
+        }
+        if self.beta != 0.0:
+            model = self.accelerator.unwrap_model(self.model)
+            with torch.no_grad(), model.disable_adapter():
+                ref, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model,
+                    torch.cat([output["prompt_ids"], output["completion_ids"]], 1),
+                    torch.cat([output["prompt_mask"], output["completion_mask"]], 1),
+                    width_c,
+                    batch_size=self.args.per_device_train_batch_size,
+                )
+            output["ref_per_token_logps"] = ref
+        return output
+
+
+def grpo_step(
+    policy_model: Any,
+    tokenizer: Any,
+    rows: list[dict[str, Any]],
+    config: OptimConfig,
+    output_dir: Path,
+    trainer: TraceGRPOTrainer | None = None,
+) -> tuple[TraceGRPOTrainer, dict[str, float]]:
+    """One optimiser step over the batch (gradient accumulation across micro-batches).
+
+    The trainer is reused across iterations so the optimiser state persists; pass the
+    one returned by the previous call.
+    """
+    if config.drop_zero_advantage and config.beta == 0.0:
+        rows = [r for r in rows if r["advantage"] != 0.0]
+    if not rows:
+        return trainer, {"samples": 0.0}
+    micro = min(config.micro_batch, len(rows))
+    accumulation = max(1, -(-len(rows) // micro))
+    dataset = Dataset.from_list([{**r, "prompt": ""} for r in rows])
+    if trainer is None:
+        args = GRPOConfig(
+            output_dir=str(output_dir),
+            learning_rate=config.learning_rate,
+            beta=config.beta,
+            epsilon=config.epsilon,
+            loss_type=config.loss_type,
+            num_generations=2,
+            per_device_train_batch_size=2 * micro,
+            gradient_accumulation_steps=1,
+            steps_per_generation=1,
+            num_train_epochs=config.epochs,
+            max_grad_norm=config.max_grad_norm,
+            lr_scheduler_type="constant",
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=not torch.cuda.is_available(),
+            bf16=False,
+            remove_unused_columns=False,
+            disable_tqdm=True,
+        )
+        trainer = TraceGRPOTrainer(
+            model=policy_model,
+            reward_funcs=_never_called,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
+    trainer.train_dataset = dataset
+    trainer.args.per_device_train_batch_size = 2 * micro
+    trainer.args.gradient_accumulation_steps = accumulation
+    trainer.args.num_train_epochs = config.epochs
+    result = trainer.train()
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
+    metrics["samples"] = float(len(rows))
+    return trainer, metrics

@@ -1,0 +1,87 @@
+"""The trainable policy: the served checkpoint plus a LoRA adapter (PEFT), kept in memory
+across loop iterations, and what the server needs to serve it."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from pydantic import BaseModel, Field
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+
+class LoraSettings(BaseModel):
+    """The adapter being trained."""
+
+    r: int = Field(default=16, ge=1)
+    alpha: int = Field(default=32, ge=1)
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
+    )
+
+
+class Policy:
+    """Base model + LoRA adapter; `version` counts optimiser steps taken."""
+
+    def __init__(self, base_dir: Path, lora: LoraSettings, dtype: torch.dtype = torch.float32):
+        self.base_dir = Path(base_dir)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.base_dir)
+        base: PreTrainedModel = AutoModelForCausalLM.from_pretrained(self.base_dir, dtype=dtype)
+        config = LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=lora.target_modules,
+            task_type="CAUSAL_LM",
+        )
+        self.model: PeftModel = get_peft_model(base, config)
+        self.version = 0
+
+    @property
+    def name(self) -> str:
+        return f"step-{self.version}"
+
+    def save_adapter(self, target: Path) -> Path:
+        """Write the adapter (PEFT format vLLM loads) atomically to `target`."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        self.model.save_pretrained(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+        return target
+
+    def save_merged(self, target: Path) -> Path:
+        """Write base + adapter merged into one full checkpoint (for in-place reload)."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        with torch.no_grad():
+            full = copy.deepcopy(self.model).merge_and_unload()  # the trained model stays
+        full.save_pretrained(staging)
+        self.tokenizer.save_pretrained(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+        return target
+
+    @torch.no_grad()
+    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """Logprob of each completion token under the current policy (adapter on)."""
+        self.model.eval()
+        ids = torch.tensor([prompt_ids + completion_ids])
+        logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
+        logps = torch.log_softmax(logits, dim=-1)
+        return logps.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
