@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from seal_graph import registry
-from seal_graph.diagnosis import TurnDiagnosis, diagnose_episode, label_statistics, looks_like_error
+from seal_graph.diagnosis import TurnDiagnosis, diagnose_batch, label_statistics, looks_like_error
 from seal_graph.errors import ConfigError
 from seal_graph.interface import InterfaceConfig, InterfaceVersion, evolve
 from seal_graph.judge import judge_unverified
@@ -123,7 +123,7 @@ async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[
         else None
     )
     episodes = [Episode.model_validate(data) for data in state["episodes"]]
-    labelled = await asyncio.to_thread(_rule_labels, episodes)  # data files: off the loop
+    labelled = await asyncio.to_thread(diagnose_batch, episodes)  # data files: off the loop
     if judge is not None:
         labelled = [(e, await judge_unverified(judge, e, d)) for e, d in labelled]
     await asyncio.to_thread(_write_labels, state, labelled)
@@ -132,17 +132,6 @@ async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[
             e.episode_id: [d.model_dump() for d in diagnoses] for e, diagnoses in labelled
         }
     }
-
-
-def _rule_labels(episodes: list[Episode]) -> list[tuple[Episode, list[TurnDiagnosis]]]:
-    labelled = []
-    for episode in episodes:
-        try:
-            task = registry.get_environment(episode.env).task(episode.task_id)
-        except ConfigError:  # an environment not in the registry: no reference solution
-            task = None
-        labelled.append((episode, diagnose_episode(episode, task)))
-    return labelled
 
 
 def _write_labels(state: EvolveState, labelled: list[tuple[Episode, list[TurnDiagnosis]]]):

@@ -225,3 +225,36 @@ def evolve(
         )
         result = asyncio.run(graph.ainvoke(payload, context=EvolveContext(config=config)))
         render_evolution(console, result, store, run)
+
+
+@app.command()
+def train(
+    env: Annotated[str | None, typer.Option(help="Environment (overrides the config).")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML config file.")] = None,
+    preset: Annotated[str | None, typer.Option(help="Preset: cpu | paper.")] = None,
+    iterations: Annotated[int | None, typer.Option(help="Loop iterations.")] = None,
+    algo: Annotated[str | None, typer.Option(help="seal | vanilla-grpo.")] = None,
+    model: ModelOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = None,
+) -> None:
+    """Closed-loop training: rollouts -> diagnose -> evolve -> GRPO step -> swap -> eval."""
+    with user_errors():
+        from seal_graph.training.config import load_config
+        from seal_graph.training.run import run_training
+
+        settings = None
+        if not resume:
+            if config is None and preset is None:
+                preset = "cpu"
+            settings = load_config(
+                config, preset, env=env, iterations=iterations, algo=algo, model=model
+            )
+            registry.get_environment(settings.env)  # fail fast on a bad name
+        output = run_training(settings, out=out, resume=resume, base_url=base_url, api_key=api_key)
+        history = output.get("history", [])
+        console.print(
+            f"[bold green]done[/]: {len(history)} iterations; report: {output.get('report_path')}"
+        )

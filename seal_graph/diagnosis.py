@@ -17,7 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from seal_graph import registry
 from seal_graph.environment import Task
+from seal_graph.errors import ConfigError
 from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS, Label
 from seal_graph.records import Episode, ToolEvent
 
@@ -173,3 +175,15 @@ def label_statistics(
         )
         for name, count in counts.most_common()
     }
+
+
+def diagnose_batch(episodes: list[Episode]) -> list[tuple[Episode, list[TurnDiagnosis]]]:
+    """Label a batch; tasks (for reference solutions) come from the environment registry."""
+    labelled = []
+    for episode in episodes:
+        try:
+            task = registry.get_environment(episode.env).task(episode.task_id)
+        except ConfigError:  # an environment not in the registry: no reference solution
+            task = None
+        labelled.append((episode, diagnose_episode(episode, task)))
+    return labelled

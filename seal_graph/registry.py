@@ -7,8 +7,12 @@ settings into live objects once per process.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-from functools import cache, lru_cache
+import weakref
+from functools import cache
+
+import httpx
 
 from seal_graph.client import ServedChatModel
 from seal_graph.environment import Environment
@@ -61,17 +65,33 @@ def resolve_environment(env: str | Environment) -> Environment:
     return get_environment(env)
 
 
-@lru_cache(maxsize=32)
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, ServedChatModel]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def chat_model(
     base_url: str, api_key: str, model: str, temperature: float, max_tokens: int
 ) -> ServedChatModel:
-    """One client per endpoint setting, shared by all rollouts (connection pooling)."""
-    return ServedChatModel(
-        model=model,
-        base_url=base_url,
-        api_key=api_key,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        return_token_ids=True,
-        timeout=300.0,
-    )
+    """One client per endpoint setting and event loop, shared by that loop's rollouts
+    (connection pooling). Async HTTP clients are bound to the loop that created them, so
+    a client is never reused across `asyncio.run` calls."""
+    key = (base_url, api_key, model, temperature, max_tokens)
+    try:
+        per_loop = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    except RuntimeError:  # called outside an event loop: nothing to share
+        per_loop = {}
+    if key not in per_loop:
+        per_loop[key] = ServedChatModel(
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            return_token_ids=True,
+            timeout=300.0,
+            # langchain-openai shares one default async HTTP client per base URL across
+            # the process; ours belongs to this loop only.
+            http_async_client=httpx.AsyncClient(timeout=300.0),
+        )
+    return per_loop[key]

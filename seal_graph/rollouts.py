@@ -68,6 +68,7 @@ async def run_rollouts(
     show_progress: bool = True,
     interface: InterfaceVersion | None = None,
     mode: Literal["train", "eval"] = "train",
+    policy_version: str = "base",
 ) -> RolloutBatchReport:
     """Roll out `samples` episodes of every task (a GRPO group each), `concurrency` at once.
 
@@ -89,6 +90,7 @@ async def run_rollouts(
         "run_id": run_id,
         "interface": interface,
         "mode": mode,
+        "policy_version": policy_version,
     }
     context = (
         RolloutContext(env=environment.name, chat_model=model, **settings)

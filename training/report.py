@@ -1,0 +1,189 @@
+"""The end-of-run report: Markdown a person would want to read, with PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on a server
+import matplotlib.pyplot as plt
+
+from seal_graph.interface import InterfaceVersion
+from seal_graph.training.resources import LoopResources
+
+STAGES = ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
+
+
+def _get(record: dict[str, Any], stage: str, key: str, default: Any = None) -> Any:
+    return (record.get(stage) or {}).get(key, default)
+
+
+def plot_success(history: list[dict[str, Any]], baseline: dict[str, Any], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    its = [r["iteration"] + 1 for r in history]
+    ax.plot(
+        its,
+        [_get(r, "rollout", "train_success", 0) for r in history],
+        "o-",
+        label="training rollouts (adapted interface, T=1)",
+    )
+    evals = [(0, baseline.get("success"))] if baseline else []
+    evals += [
+        (r["iteration"] + 1, _get(r, "evaluate", "success")) for r in history if r.get("evaluate")
+    ]
+    if evals:
+        ax.plot(*zip(*evals, strict=True), "s--", label="evaluation (base interface, T=0)")
+    ax.set(
+        xlabel="iteration (0 = before training)",
+        ylabel="success rate",
+        ylim=(-0.02, 1.02),
+        title="Success over iterations",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_labels(history: list[dict[str, Any]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    labels = sorted({k for r in history for k in _get(r, "diagnose", "label_prevalence", {})})
+    its = [r["iteration"] + 1 for r in history]
+    for label in labels:
+        ax.plot(
+            its,
+            [_get(r, "diagnose", "label_prevalence", {}).get(label, 0.0) for r in history],
+            "o-",
+            label=label,
+        )
+    ax.set(
+        xlabel="iteration",
+        ylabel="share of labelled turns",
+        ylim=(-0.02, 1.02),
+        title="Turn-label prevalence",
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_advantages(history: list[dict[str, Any]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    its = [r["iteration"] + 1 for r in history]
+    ax.plot(
+        its, [_get(r, "rollout", "train_reward", 0) for r in history], "o-", label="mean reward"
+    )
+    ax.plot(
+        its,
+        [_get(r, "train", "mean_abs_advantage", 0) for r in history],
+        "s-",
+        label="mean |advantage|",
+    )
+    ax.plot(
+        its,
+        [_get(r, "train", "mean_weight", 1) for r in history],
+        "^-",
+        label="mean diagnosis weight",
+    )
+    ax.plot(
+        its,
+        [
+            _get(r, "train", "zero_signal_groups", 0) / max(_get(r, "train", "groups", 1), 1)
+            for r in history
+        ],
+        "x--",
+        label="share of zero-signal groups",
+    )
+    ax.set(xlabel="iteration", title="Reward and advantage statistics")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _pct(value: Any) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def write_report(
+    resources: LoopResources,
+    baseline: dict[str, Any],
+    history: list[dict[str, Any]],
+    interface: InterfaceVersion,
+) -> Path:
+    """Write report.md and its plots into the run directory."""
+    out = resources.run_dir
+    plot_success(history, baseline, out / "success.png")
+    plot_labels(history, out / "labels.png")
+    plot_advantages(history, out / "advantages.png")
+    config = resources.config
+    last_eval = next(
+        (_get(r, "evaluate", "success") for r in reversed(history) if r.get("evaluate")), None
+    )
+    lines = [
+        f"# seal-graph training report — {resources.run_id}",
+        "",
+        f"**{config.algo}** on `{config.env}`, {len(history)} iterations, "
+        f"{config.rollout.tasks_per_iteration} tasks x {config.rollout.group_size} samples per "
+        f"iteration, swap `{config.swap}`; weighting `{config.weighting_mode}`, "
+        f"adaptation {'on' if config.ablation.adaptation else 'off'}, closed loop "
+        f"{'on' if config.ablation.closed_loop else 'off'}.",
+        "",
+        f"Evaluation success ({config.eval.split}, base interface, temperature 0): "
+        f"**{_pct(baseline.get('success'))} before training -> {_pct(last_eval)} after**.",
+        "",
+        "![success](success.png) ![labels](labels.png) ![advantages](advantages.png)",
+        "",
+        "## Iterations",
+        "",
+        "| it | train success | eval success | zero-signal groups | samples | loss | "
+        "interface | swap | " + " | ".join(f"{s} s" for s in STAGES) + " |",
+        "|" + "---|" * (8 + len(STAGES)),
+    ]
+    for r in history:
+        swap = r.get("swap") or {}
+        swap_text = ("ok" if swap.get("ok") else "FAILED") + (
+            f" {swap['seconds']:.2f} s" if swap.get("seconds") else ""
+        )
+        lines.append(
+            f"| {r['iteration'] + 1} | {_pct(_get(r, 'rollout', 'train_success'))} | "
+            f"{_pct(_get(r, 'evaluate', 'success'))} | "
+            f"{_get(r, 'train', 'zero_signal_groups', 0)}/{_get(r, 'train', 'groups', 0)} | "
+            f"{_get(r, 'train', 'samples', 0)} | "
+            f"{_get(r, 'train', 'loss') if _get(r, 'train', 'loss') is None else round(_get(r, 'train', 'loss'), 4)} | "  # noqa: E501
+            f"v{r['interface_version']} | {swap_text} | "
+            + " | ".join(f"{_get(r, s, 'seconds', 0.0):.1f}" for s in STAGES)
+            + " |"
+        )
+    lines += ["", "## What the interface became", ""]
+    if interface.adaptations:
+        for a in interface.adaptations:
+            lines.append(f"- **{a.kind}** `{a.key}` (since v{a.since_version}): {a.text}")
+    else:
+        lines.append("- the base interface (no adaptation)")
+    changes = [(r["iteration"] + 1, _get(r, "evolve", "change")) for r in history]
+    lines += ["", "Changes by iteration:", ""]
+    lines += [f"- iteration {it}: {change}" for it, change in changes if change]
+    lines += [
+        "",
+        "## Notes",
+        "",
+        "- A zero-signal group (all samples with the same reward) gives GRPO no "
+        "gradient; its samples are skipped when the KL coefficient is 0.",
+        "- Every swap is verified: the server's logprobs of a probe must match the "
+        f"trainer's within {config.swap_tolerance}.",
+        "",
+        "## Config",
+        "",
+        "```json",
+        json.dumps(config.model_dump(), indent=2),
+        "```",
+        "",
+    ]
+    path = out / "report.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

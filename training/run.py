@@ -1,0 +1,114 @@
+"""Start or resume a training run: config, server, live resources, the loop graph."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from seal_graph.bundled_model import resolve_model_dir
+from seal_graph.errors import ConfigError
+from seal_graph.graphs.train_loop import builder
+from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, ServerSettings
+from seal_graph.serving import attach as attach_endpoint
+from seal_graph.training import loop
+from seal_graph.training.config import TrainConfig
+from seal_graph.training.resources import console, open_resources
+
+CONFIG_FILE = "config.json"
+
+
+def prepare_run_dir(
+    config: TrainConfig | None, out: Path | None, resume: bool
+) -> tuple[Path, TrainConfig]:
+    """A fresh run directory with its config, or an existing one to resume."""
+    if resume:
+        if out is None or not (out / CONFIG_FILE).is_file():
+            raise ConfigError(
+                f"--resume needs --out pointing at an earlier run directory "
+                f"(one with {CONFIG_FILE}); got {out}"
+            )
+        return out, TrainConfig.model_validate_json((out / CONFIG_FILE).read_text())
+    assert config is not None
+    run_dir = out or Path("runs") / f"train-{config.env}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if (run_dir / CONFIG_FILE).exists():
+        raise ConfigError(
+            f"{run_dir} already holds a run; pass --resume to continue it or choose another --out"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CONFIG_FILE).write_text(config.model_dump_json(indent=2), encoding="utf-8")
+    return run_dir, config
+
+
+def start_server(
+    config: TrainConfig, base_url: str | None, api_key: str | None
+) -> tuple[ModelEndpoint, ModelServer | None]:
+    """The endpoint rollouts use under the stable name (LoRA: the base gets another name)."""
+    if base_url:
+        endpoint = attach_endpoint(base_url, api_key=api_key)
+        return endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), None
+    base_name = f"{DEFAULT_SERVED_NAME}-base" if config.swap == "lora" else DEFAULT_SERVED_NAME
+    server = ModelServer.start(
+        ServerSettings(
+            model=config.model, served_model_name=base_name, max_lora_rank=_rank(config.lora.r)
+        )
+    )
+    return server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), server
+
+
+def _rank(r: int) -> int:
+    for allowed in (8, 16, 32, 64, 128):
+        if r <= allowed:
+            return allowed
+    raise ConfigError(f"lora.r={r} is above vLLM's largest supported rank (128)")
+
+
+def run_training(
+    config: TrainConfig | None,
+    out: Path | None = None,
+    resume: bool = False,
+    base_url: str | None = None,
+    api_key: str | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) the closed loop to the end; returns the final graph output."""
+    run_dir, config = prepare_run_dir(config, out, resume)
+    run_id = run_dir.name
+    checkpoints = run_dir / "loop.checkpoints.sqlite"
+    thread = {"configurable": {"thread_id": run_id}}
+    with SqliteSaver.from_conn_string(str(checkpoints)) as saver:
+        graph = builder.compile(checkpointer=saver, name="train_loop")
+        snapshot = graph.get_state(thread)
+        if resume and not snapshot.next and snapshot.values.get("report_path"):
+            console.print(f"run {run_id} already finished: {snapshot.values['report_path']}")
+            return dict(snapshot.values)
+        if snapshot.next == ("swap",):
+            # The step finished but never reached the server, and the trainer's optimiser
+            # state died with the process: recompute that one step from its stored batch.
+            graph.update_state(thread, {}, as_node="evolve")
+        served = snapshot.values.get("served_version", 0)
+        endpoint, server = start_server(config, base_url, api_key)
+        resources = None
+        try:
+            resources = open_resources(
+                run_dir, run_id, config, endpoint, resolve_model_dir(config.model), served
+            )
+            result = loop.sync_server(resources, served)
+            if not result["ok"]:
+                raise ConfigError(
+                    f"could not bring the server to policy step {served}: {result['error']}"
+                )
+            payload = None if snapshot.next else {"run_dir": str(run_dir)}
+            return graph.invoke(payload, {**thread, "recursion_limit": 10_000})
+        finally:
+            if resources is not None:
+                resources.close()
+            if server is not None:
+                server.stop()
+
+
+def summary(output: dict[str, Any]) -> str:
+    history = output.get("history", [])
+    return json.dumps({"iterations": len(history), "report": output.get("report_path")})
