@@ -205,16 +205,21 @@ async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
         "llm_calls": [call.model_dump()],
         "step": state["step"] + 1,
     }
-    if not reply.tool_calls and not reply.invalid_tool_calls and "<tool_call>" in call.completion:
+    if not reply.tool_calls and not reply.invalid_tool_calls and _attempted_call(call.completion):
         # The server's parser could not read the model's tool-call block: a parse error
         # the agent cannot be answered on (there is no call id), recorded for diagnosis.
         _, event = invalid_call_event(
-            {"name": "?", "args": call.completion, "error": "unparseable <tool_call> block"},
+            {"name": "?", "args": call.completion, "error": "malformed <tool_call> block"},
             turn=state["turn"],
             step=state["step"],
         )
         update["tool_events"] = [event.model_dump()]
     return update
+
+
+def _attempted_call(text: str) -> bool:
+    """A tool-call block the parser rejected (unparseable, or a tag missing)."""
+    return "<tool_call>" in text or "</tool_call>" in text
 
 
 async def tools(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:

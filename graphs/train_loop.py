@@ -1,6 +1,6 @@
 """The closed training loop as a LangGraph graph, checkpointed between stages.
 
-    baseline_eval → rollout → diagnose → evolve → train → swap → evaluate → finish
+    baseline_eval → warm_start → rollout → diagnose → evolve → train → swap → evaluate → finish
                       ↑__________________________________________________|  → report
 
 Killed at any point, the run resumes from the last completed node (`seal-graph train
@@ -52,6 +52,8 @@ class LoopState(LoopInput, LoopOutput, total=False):
     """Current (dynamic) rho."""
     baseline: dict[str, Any]
     """Evaluation before any training."""
+    warm_start: dict[str, Any]
+    """The supervised warm start and the evaluation after it."""
     current: Annotated[dict[str, Any], lambda old, new: {**(old or {}), **new} if new else {}]
     """Metrics of the iteration in progress, stage by stage."""
     history: Annotated[list[dict[str, Any]], operator.add]
@@ -87,6 +89,23 @@ def baseline_eval(state: LoopState) -> dict[str, Any]:
         "served_version": 0,
         "interface": BASE_INTERFACE.model_dump(),
         "rho": dict(resources.config.weighting.rho),
+    }
+
+
+def warm_start(state: LoopState) -> dict[str, Any]:
+    resources = resources_for(state["run_dir"])
+    if resources.config.warm_start.steps == 0:
+        return {}
+    metrics = loop.warm_start(resources)
+    after = loop.evaluate(resources, -2)
+    console.print(
+        f"[bold]warm start[/]: {metrics['examples']} expert examples, "
+        f"{resources.config.warm_start.steps} steps ({metrics['seconds']:.0f} s); "
+        f"success now {after['success']:.0%}"
+    )
+    return {
+        "warm_start": {**metrics, "eval_success": after["success"]},
+        "served_version": resources.policy.version if metrics["swap_ok"] else 0,
     }
 
 
@@ -170,10 +189,22 @@ def next_step(state: LoopState) -> Literal["rollout", "report"]:
 
 
 builder = StateGraph(LoopState, input_schema=LoopInput, output_schema=LoopOutput)
-for node in (baseline_eval, rollout, diagnose, evolve, train, swap, evaluate, finish, report):
+for node in (
+    baseline_eval,
+    warm_start,
+    rollout,
+    diagnose,
+    evolve,
+    train,
+    swap,
+    evaluate,
+    finish,
+    report,
+):
     builder.add_node(node.__name__, node)
 builder.add_edge(START, "baseline_eval")
-builder.add_edge("baseline_eval", "rollout")
+builder.add_edge("baseline_eval", "warm_start")
+builder.add_edge("warm_start", "rollout")
 builder.add_edge("rollout", "diagnose")
 builder.add_edge("diagnose", "evolve")
 builder.add_edge("evolve", "train")

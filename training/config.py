@@ -20,6 +20,7 @@ from seal_graph.interface import InterfaceConfig
 from seal_graph.training.advantages import WeightingConfig
 from seal_graph.training.grpo import OptimConfig
 from seal_graph.training.policy import LoraSettings
+from seal_graph.training.sft import WarmStartSettings
 
 PRESETS = ("cpu", "paper")
 
@@ -75,6 +76,7 @@ class TrainConfig(BaseModel):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     lora: LoraSettings = Field(default_factory=LoraSettings)
     ablation: AblationSettings = Field(default_factory=AblationSettings)
+    warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
 
     @model_validator(mode="after")
     def _vanilla_means_no_seal(self) -> TrainConfig:

@@ -21,6 +21,7 @@ the loss aggregation unchanged. Loss falls on completion tokens only: the model'
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,9 @@ class OptimConfig(BaseModel):
         default=True,
         description="Skip samples whose advantage is 0 (no policy gradient) when beta = 0.",
     )
+    max_samples: int | None = Field(
+        default=None, ge=1, description="Cap on LLM-call samples per step (a seeded random "
+        "subset); keeps a CPU step short when episodes make many calls.")
 
 
 def _never_called(*args: Any, **kwargs: Any) -> list[float]:
@@ -116,6 +120,8 @@ def grpo_step(
     """
     if config.drop_zero_advantage and config.beta == 0.0:
         rows = [r for r in rows if r["advantage"] != 0.0]
+    if config.max_samples and len(rows) > config.max_samples:
+        rows = random.Random(len(rows)).sample(rows, config.max_samples)
     if not rows:
         return trainer, {"samples": 0.0}
     micro = min(config.micro_batch, len(rows))

@@ -27,6 +27,8 @@ from seal_graph.training.advantages import (
 )
 from seal_graph.training.grpo import grpo_step
 from seal_graph.training.resources import LoopResources, console
+from seal_graph.training.sft import expert_dataset
+from seal_graph.training.sft import warm_start as sft_warm_start
 from seal_graph.training.weight_sync import Probe
 
 
@@ -216,6 +218,30 @@ def swap(resources: LoopResources, version: int, probe: Probe | None) -> dict[st
         "probe_change": changed,
         "rolled_back": report.rolled_back,
         "error": report.error,
+    }
+
+
+def warm_start(resources: LoopResources) -> dict[str, Any]:
+    """Supervised steps on expert trajectories, then serve the result (if configured)."""
+    settings = resources.config.warm_start
+    began = time.perf_counter()
+    env = registry.get_environment(resources.config.env)
+    dataset = expert_dataset(env, settings, seed=resources.config.seed)
+    metrics = sft_warm_start(
+        resources.policy.model,
+        resources.policy.tokenizer,
+        dataset,
+        settings,
+        resources.run_dir / "sft",
+    )
+    resources.policy.version += 1
+    resources.policy.save_adapter(resources.adapter_dir(resources.policy.version))
+    swapped = swap(resources, resources.policy.version, probe=None)
+    return {
+        "examples": int(metrics["examples"]),
+        "loss": metrics.get("train_loss"),
+        "swap_ok": swapped["ok"],
+        "seconds": time.perf_counter() - began,
     }
 
 

@@ -21,7 +21,9 @@ def _get(record: dict[str, Any], stage: str, key: str, default: Any = None) -> A
     return (record.get(stage) or {}).get(key, default)
 
 
-def plot_success(history: list[dict[str, Any]], baseline: dict[str, Any], path: Path) -> None:
+def plot_success(
+    history: list[dict[str, Any]], baseline: dict[str, Any], warm: dict[str, Any], path: Path
+) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     its = [r["iteration"] + 1 for r in history]
     ax.plot(
@@ -31,6 +33,8 @@ def plot_success(history: list[dict[str, Any]], baseline: dict[str, Any], path: 
         label="training rollouts (adapted interface, T=1)",
     )
     evals = [(0, baseline.get("success"))] if baseline else []
+    if warm:
+        evals.append((0.5, warm.get("eval_success")))
     evals += [
         (r["iteration"] + 1, _get(r, "evaluate", "success")) for r in history if r.get("evaluate")
     ]
@@ -112,12 +116,13 @@ def _pct(value: Any) -> str:
 def write_report(
     resources: LoopResources,
     baseline: dict[str, Any],
+    warm: dict[str, Any],
     history: list[dict[str, Any]],
     interface: InterfaceVersion,
 ) -> Path:
     """Write report.md and its plots into the run directory."""
     out = resources.run_dir
-    plot_success(history, baseline, out / "success.png")
+    plot_success(history, baseline, warm, out / "success.png")
     plot_labels(history, out / "labels.png")
     plot_advantages(history, out / "advantages.png")
     config = resources.config
@@ -134,7 +139,14 @@ def write_report(
         f"{'on' if config.ablation.closed_loop else 'off'}.",
         "",
         f"Evaluation success ({config.eval.split}, base interface, temperature 0): "
-        f"**{_pct(baseline.get('success'))} before training -> {_pct(last_eval)} after**.",
+        f"**{_pct(baseline.get('success'))} before training"
+        + (
+            f" -> {_pct(warm.get('eval_success'))} after the warm start "
+            f"({config.warm_start.steps} SFT steps, {warm.get('examples')} expert examples)"
+            if warm
+            else ""
+        )
+        + f" -> {_pct(last_eval)} after RL**.",
         "",
         "![success](success.png) ![labels](labels.png) ![advantages](advantages.png)",
         "",

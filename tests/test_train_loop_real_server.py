@@ -1,0 +1,69 @@
+"""The loop's stages on the bundled model and the real CPU server: a GRPO step changes
+the served weights and the server's probe logprobs match the trainer's; a corrupted
+adapter is refused and the old weights keep serving."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from loop_envs import yes_no_env
+
+from seal_graph import ModelServer, ServerSettings
+from seal_graph.interface import BASE_INTERFACE
+from seal_graph.training import loop
+from seal_graph.training.config import load_config
+from seal_graph.training.resources import open_resources
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def lora_server():
+    """A second server whose base has another name: the stable name is the adapter."""
+    with ModelServer.start(ServerSettings(port=0, served_model_name="seal-agent-base")) as s:
+        yield s
+
+
+def test_one_iteration_swaps_verified_weights_and_refuses_a_corrupt_adapter(
+    lora_server: ModelServer, tmp_path
+) -> None:
+    env = yes_no_env()
+    config = load_config(
+        None,
+        "cpu",
+        env=env,
+        swap="lora",
+        iterations=1,
+        rollout={"tasks_per_iteration": 4, "group_size": 4, "max_tokens": 16},
+        optim={"learning_rate": 1e-3, "micro_batch": 4},
+    )
+    endpoint = lora_server.endpoint.model_copy(update={"model": "seal-agent"})
+    resources = open_resources(tmp_path, "loop", config, endpoint, lora_server.model_dir, 0)
+    try:
+        assert loop.sync_server(resources, 0)["ok"]  # step-0 adapter under the stable name
+        rolled = loop.rollout(resources, 0, BASE_INTERFACE, served_version=0)
+        assert rolled["episodes"] == 16
+        loop.diagnose(resources, 0)
+        _, trained = loop.train(
+            resources, 0, loop.labelled_batch(resources, 0), dict(config.weighting.rho)
+        )
+        assert trained["stepped"], "the batch had no reward variance: no signal to test with"
+        assert trained["zero_signal_groups"] < trained["groups"]
+        swapped = loop.swap(resources, resources.policy.version, resources.probe)
+        assert swapped["ok"] and swapped["max_logprob_diff"] < config.swap_tolerance
+        assert swapped["probe_change"] > 1e-4  # the served weights really changed
+
+        corrupt = tmp_path / "corrupt"
+        shutil.copytree(resources.adapter_dir(1), corrupt)
+        (corrupt / "adapter_model.safetensors").write_bytes(b"not a tensor file" * 64)
+        probe = resources.probe
+        expected = resources.policy.completion_logprobs(
+            probe.prompt_token_ids, probe.completion_token_ids
+        )
+        report = resources.sync.swap(corrupt, "corrupt", probe, expected)
+        assert not report.ok and report.rolled_back and "HTTP" in report.error
+        served = resources.sync.served_logprobs(probe)
+        assert max(abs(a - b) for a, b in zip(served, expected, strict=True)) < 0.05
+    finally:
+        resources.close()
