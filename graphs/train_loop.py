@@ -176,6 +176,7 @@ def report(state: LoopState) -> dict[str, Any]:
     path = write_report(
         resources,
         state.get("baseline", {}),
+        state.get("warm_start", {}),
         state["history"],
         InterfaceVersion.model_validate(state["interface"]),
     )

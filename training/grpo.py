@@ -48,8 +48,11 @@ class OptimConfig(BaseModel):
         description="Skip samples whose advantage is 0 (no policy gradient) when beta = 0.",
     )
     max_samples: int | None = Field(
-        default=None, ge=1, description="Cap on LLM-call samples per step (a seeded random "
-        "subset); keeps a CPU step short when episodes make many calls.")
+        default=None,
+        ge=1,
+        description="Cap on LLM-call samples per step (a seeded random "
+        "subset); keeps a CPU step short when episodes make many calls.",
+    )
 
 
 def _never_called(*args: Any, **kwargs: Any) -> list[float]:
