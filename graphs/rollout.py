@@ -199,6 +199,7 @@ async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
         tool_calls=[dict(c) for c in reply.tool_calls],
         finish_reason=reply.response_metadata.get("finish_reason"),
         seconds=time.perf_counter() - began,
+        endpoint="" if ctx.chat_model else ctx.base_url,
     )
     update: dict[str, Any] = {
         "messages": [reply],

@@ -47,6 +47,7 @@ class LLMCall(BaseModel):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     finish_reason: str | None = None
     seconds: float = 0.0
+    endpoint: str = Field(default="", description="Base URL of the server that answered.")
 
 
 class TurnRecord(BaseModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -46,6 +47,11 @@ class RolloutBatchReport:
         return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
 
 
+def pin(task_id: str, servers: int) -> int:
+    """The server a task's episodes go to: stable across runs and processes."""
+    return zlib.crc32(task_id.encode()) % servers
+
+
 def episode_id_for(run_id: str, task_id: str, sample: int) -> str:
     """Stable across restarts, so a resumed thread keeps its id."""
     return uuid.uuid5(uuid.NAMESPACE_URL, f"seal-graph/{run_id}/{task_id}/{sample}").hex
@@ -53,7 +59,7 @@ def episode_id_for(run_id: str, task_id: str, sample: int) -> str:
 
 async def run_rollouts(
     env: str | Environment,
-    model: ModelEndpoint | BaseChatModel,
+    model: ModelEndpoint | list[ModelEndpoint] | BaseChatModel,
     task_ids: list[str],
     *,
     store: TraceStore,
@@ -72,8 +78,10 @@ async def run_rollouts(
 ) -> RolloutBatchReport:
     """Roll out `samples` episodes of every task (a GRPO group each), `concurrency` at once.
 
-    `model` is an endpoint (the usual case: the served policy, with token ids) or any
-    LangChain chat model.
+    `model` is an endpoint (the usual case: the served policy, with token ids), several
+    endpoints serving the same policy (each task, hence each GRPO group, is pinned to one
+    of them, so its shared prompt prefix stays in that server's cache), or any LangChain
+    chat model.
 
     Infrastructure failures (the model server unreachable after retries) fail an episode;
     more than `max_exceptions` of them abort the batch, keeping everything stored so far.
@@ -92,17 +100,20 @@ async def run_rollouts(
         "mode": mode,
         "policy_version": policy_version,
     }
-    context = (
-        RolloutContext(env=environment.name, chat_model=model, **settings)
-        if isinstance(model, BaseChatModel)
-        else RolloutContext(
-            env=environment.name,
-            base_url=model.base_url,
-            api_key=model.api_key,
-            model=model.model,
-            **settings,
-        )
-    )
+    if isinstance(model, BaseChatModel):
+        contexts = [RolloutContext(env=environment.name, chat_model=model, **settings)]
+    else:
+        endpoints = model if isinstance(model, list) else [model]
+        contexts = [
+            RolloutContext(
+                env=environment.name,
+                base_url=e.base_url,
+                api_key=e.api_key,
+                model=e.model,
+                **settings,
+            )
+            for e in endpoints
+        ]
     checkpoints = checkpoint_path or store.path.with_suffix(".checkpoints.sqlite")
     began = time.perf_counter()
     async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
@@ -131,6 +142,7 @@ async def run_rollouts(
                             "episode_id": episode_id_for(run_id, task_id, sample),
                         }
                     )
+                    context = contexts[pin(task_id, len(contexts))]
                     result = await graph.ainvoke(payload, config, context=context)
                     episode = Episode.model_validate(result["episode"])
                     store.write_episode(episode)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seal_graph import ModelServer
+from seal_graph import ModelServer, ServerSettings
 from seal_graph.rollouts import run_rollouts
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env
@@ -58,3 +58,37 @@ async def test_batch_writes_complete_episodes_with_decodable_tokens(
         show_progress=False,
     )
     assert again.skipped == 6 and store.count("real") == 6
+
+
+@pytest.fixture(scope="module")
+def second_server():
+    with ModelServer.start(ServerSettings(port=0)) as running:
+        yield running
+
+
+async def test_two_endpoints_share_a_batch_with_each_group_on_one_server(
+    server: ModelServer, second_server: ModelServer, tmp_path
+) -> None:
+    env = make_env()
+    tasks = [t.id for t in env.tasks("train")[:6]]
+    store = TraceStore(tmp_path / "traces.sqlite")
+    endpoints = [server.endpoint, second_server.endpoint]
+    report = await run_rollouts(
+        env,
+        endpoints,
+        tasks,
+        store=store,
+        run_id="two",
+        samples=2,
+        max_tokens=24,
+        step_limit=2,
+        show_progress=False,
+    )
+    assert not report.failures and len(report.episodes) == 12
+    used_by_task: dict[str, set[str]] = {}
+    for episode in store.episodes("two"):
+        used_by_task.setdefault(episode.task_id, set()).update(
+            c.endpoint for c in episode.llm_calls
+        )
+    assert all(len(urls) == 1 for urls in used_by_task.values())  # a group stays together
+    assert set().union(*used_by_task.values()) == {e.base_url for e in endpoints}

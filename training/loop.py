@@ -185,16 +185,23 @@ def _probe(rows: list[dict[str, Any]]) -> Probe:
     )
 
 
+def default_probe(resources: LoopResources) -> Probe:
+    """A chat-formatted prompt from the environment and a short answer (before any batch
+    exists to take a sampled completion from)."""
+    tokenizer = resources.policy.tokenizer
+    env = registry.get_environment(resources.config.env)
+    task = env.tasks(resources.config.rollout.split)[0]
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": task.turns[0]}], add_generation_prompt=True, tokenize=True
+    )
+    prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+    answer = tokenizer("OK, done.<|im_end|>", add_special_tokens=False)["input_ids"]
+    return Probe(prompt_token_ids=list(prompt), completion_token_ids=answer)
+
+
 def swap(resources: LoopResources, version: int, probe: Probe | None) -> dict[str, Any]:
     """Serve policy `version` under the stable name, verified against the trainer."""
-    probe = (
-        probe
-        or resources.probe
-        or Probe(
-            prompt_token_ids=resources.policy.tokenizer("Probe: hello")["input_ids"],
-            completion_token_ids=resources.policy.tokenizer(" world")["input_ids"],
-        )
-    )
+    probe = probe or resources.probe or default_probe(resources)
     began = time.perf_counter()
     weights = resources.weights_for(version)
     expected = resources.policy.completion_logprobs(
