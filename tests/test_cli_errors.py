@@ -96,3 +96,13 @@ def test_unknown_served_model_name(server: ModelServer) -> None:
         "no-such-model",
     )
     assert_clean_failure(result, "model 'no-such-model' is not served", "seal-agent")
+
+
+def test_server_command_keeps_a_dash_leading_key_as_one_argument() -> None:
+    from pathlib import Path
+
+    from seal_graph.serving import ServerSettings
+    from seal_graph.serving.launch import server_command
+
+    cmd = server_command(ServerSettings(), Path("/m"), Path("/t.jinja"), "-dash-key", 8000)
+    assert "--api-key=-dash-key" in cmd

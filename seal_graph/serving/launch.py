@@ -75,8 +75,7 @@ def server_command(
         settings.host,
         "--port",
         str(port),
-        "--api-key",
-        api_key,
+        f"--api-key={api_key}",  # one token even when a user's key starts with "-"
         "--dtype",
         settings.dtype,
         "--chat-template",

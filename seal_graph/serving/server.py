@@ -88,7 +88,7 @@ class ModelServer:
             check_cpu_install()
         port = claim_port(settings.host, settings.port)
         model_dir = resolve_model_dir(settings.model)
-        api_key = settings.api_key or secrets.token_urlsafe(24)
+        api_key = settings.api_key or secrets.token_hex(24)
         log_path = paths.logs_dir() / f"vllm-{settings.host}-{port}.log"
         cmd = server_command(settings, model_dir, chat_template_path(), api_key, port)
         with log_path.open("wb") as log:
