@@ -70,6 +70,7 @@ def test_killed_run_resumes_with_no_episode_lost_or_duplicated(tmp_path) -> None
         pytest.fail(seen[-3000:])
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    assert port, seen[-3000:]  # the server is in its own session: it must be ended by port
     kill_server(port)
     resumed = train("--resume", "--out", str(out))
     output, _ = resumed.communicate(timeout=900)
