@@ -97,6 +97,8 @@ def warm_start(state: LoopState) -> dict[str, Any]:
     if resources.config.warm_start.steps == 0:
         return {}
     metrics = loop.warm_start(resources)
+    if metrics.get("skipped"):
+        return {}
     after = loop.evaluate(resources, -2)
     console.print(
         f"[bold]warm start[/]: {metrics['examples']} expert examples, "

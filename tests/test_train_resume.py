@@ -3,6 +3,7 @@ with exactly the episodes of an uninterrupted run — each stored once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -32,6 +33,8 @@ max_tokens = 8
 learning_rate = 1e-4
 [interface]
 min_count = 1
+[warm_start]
+steps = 0
 """
 
 
@@ -48,9 +51,12 @@ def train(*args: str) -> subprocess.Popen:
 
 
 def kill_server(port: str) -> None:
-    subprocess.run(
-        ["pkill", "-9", "-f", f"vllm.entrypoints.openai.api_server.*--port {port}"], check=False
-    )
+    """End the killed run's server with its whole process group (its engine workers)."""
+    pattern = f"vllm.entrypoints.openai.api_server.*--port {port}"
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    for pid in found.stdout.split():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid), signal.SIGKILL)
 
 
 def test_killed_run_resumes_with_no_episode_lost_or_duplicated(tmp_path) -> None:
@@ -62,6 +68,8 @@ def test_killed_run_resumes_with_no_episode_lost_or_duplicated(tmp_path) -> None
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            pytest.fail(f"training exited early:\n{seen[-3000:]}")
         seen += line
         port = port or (re.search(r"127\.0\.0\.1:(\d+)/v1", line) or [None, None])[1]
         if "iteration 0 diagnose" in line:  # the first batch is stored; kill mid-iteration

@@ -234,6 +234,9 @@ def warm_start(resources: LoopResources) -> dict[str, Any]:
     began = time.perf_counter()
     env = registry.get_environment(resources.config.env)
     dataset = expert_dataset(env, settings, seed=resources.config.seed)
+    if len(dataset) == 0:
+        console.print(f"warm start skipped: {env.name} has no reference solutions to learn from")
+        return {"skipped": True, "seconds": time.perf_counter() - began}
     metrics = sft_warm_start(
         resources.policy.model,
         resources.policy.tokenizer,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -33,6 +35,13 @@ from seal_graph.serving.settings import ServerSettings
 
 _console = Console(stderr=True)
 _LOG_TAIL_LINES = 40
+
+
+def _die_with_parent() -> None:
+    """Runs in the server's process before exec: SIGTERM it when the process that started
+    it dies, even by SIGKILL, so a killed run never leaves a server (and its workers)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def claim_port(host: str, port: int) -> int:
@@ -99,6 +108,7 @@ class ModelServer:
                 stdin=subprocess.DEVNULL,
                 env=server_environment(settings, platform),
                 start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         endpoint = ModelEndpoint(
             base_url=f"http://{settings.host}:{port}/v1",
