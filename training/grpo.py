@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 from datasets import Dataset
-from peft.tuners.tuners_utils import BaseTunerLayer  # noqa: F401  (peft is required)
 from pydantic import BaseModel, Field
 from torch.utils.data import RandomSampler, Sampler
 from trl import GRPOConfig, GRPOTrainer
