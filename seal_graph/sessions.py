@@ -46,8 +46,3 @@ def release(episode_id: str) -> None:
     session = _LIVE.pop(episode_id, None)
     if session is not None:
         session.close()
-
-
-def live_count() -> int:
-    """How many sessions are open (for leak checks)."""
-    return len(_LIVE)

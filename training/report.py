@@ -21,6 +21,15 @@ def _get(record: dict[str, Any], stage: str, key: str, default: Any = None) -> A
     return (record.get(stage) or {}).get(key, default)
 
 
+def _save(fig: Any, ax: Any, path: Path, legend_size: int, **axes: Any) -> None:
+    """Label the axes, add the legend, write the PNG and free the figure."""
+    ax.set(**axes)
+    ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_success(
     history: list[dict[str, Any]], baseline: dict[str, Any], warm: dict[str, Any], path: Path
 ) -> None:
@@ -30,7 +39,7 @@ def plot_success(
         its,
         [_get(r, "rollout", "train_success", 0) for r in history],
         "o-",
-        label="training rollouts (adapted interface, T=1)",
+        label="training rollouts (adapted interface, sampled)",
     )
     evals = [(0, baseline.get("success"))] if baseline else []
     if warm:
@@ -40,16 +49,16 @@ def plot_success(
     ]
     if evals:
         ax.plot(*zip(*evals, strict=True), "s--", label="evaluation (base interface, T=0)")
-    ax.set(
+    _save(
+        fig,
+        ax,
+        path,
+        8,
         xlabel="iteration (0 = before training)",
         ylabel="success rate",
         ylim=(-0.02, 1.02),
         title="Success over iterations",
     )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_labels(history: list[dict[str, Any]], path: Path) -> None:
@@ -63,16 +72,16 @@ def plot_labels(history: list[dict[str, Any]], path: Path) -> None:
             "o-",
             label=label,
         )
-    ax.set(
+    _save(
+        fig,
+        ax,
+        path,
+        7,
         xlabel="iteration",
         ylabel="share of labelled turns",
         ylim=(-0.02, 1.02),
         title="Turn-label prevalence",
     )
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_advantages(history: list[dict[str, Any]], path: Path) -> None:
@@ -102,11 +111,7 @@ def plot_advantages(history: list[dict[str, Any]], path: Path) -> None:
         "x--",
         label="share of zero-signal groups",
     )
-    ax.set(xlabel="iteration", title="Reward and advantage statistics")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, path, 8, xlabel="iteration", title="Reward and advantage statistics")
 
 
 def _pct(value: Any) -> str:

@@ -10,7 +10,7 @@ and the server is brought to those weights before anything is rolled out.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,6 @@ class LoopResources:
     trainer: TraceGRPOTrainer | None = None
     writer: Any = None
     probe: Probe | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def adapter_dir(self, version: int) -> Path:
         return self.run_dir / "adapters" / f"step-{version}"
@@ -66,7 +65,7 @@ class LoopResources:
             self.writer = SummaryWriter(str(self.run_dir / "tensorboard"))
         step = metrics["iteration"]
         for key, value in _flat(metrics).items():
-            if isinstance(value, int | float) and value is not None:
+            if isinstance(value, int | float):
                 self.writer.add_scalar(key, value, step)
         self.writer.flush()
 

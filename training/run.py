@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -107,8 +106,3 @@ def run_training(
                 resources.close()
             if server is not None:
                 server.stop()
-
-
-def summary(output: dict[str, Any]) -> str:
-    history = output.get("history", [])
-    return json.dumps({"iterations": len(history), "report": output.get("report_path")})
