@@ -47,3 +47,12 @@ def test_bad_config_files_name_the_problem(tmp_path, text, needle) -> None:
 def test_missing_config_file(tmp_path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml", None)
+
+
+def test_shipped_scale_out_example_loads() -> None:
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples/paper-8gpu.toml"
+    config = load_config(example)
+    assert config.env == "bfcl" and config.swap == "lora"
+    assert config.launcher is not None and config.launcher[:2] == ["accelerate", "launch"]

@@ -1,6 +1,7 @@
 """The loop's stages on the bundled model and the real CPU server: a GRPO step changes
 the served weights and the server's probe logprobs match the trainer's; a corrupted
-adapter is refused and the old weights keep serving."""
+adapter is refused and the old weights keep serving. The step runs as a launched job,
+so the swap check also proves the loop took the launched step's weights."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def test_one_iteration_swaps_verified_weights_and_refuses_a_corrupt_adapter(
         iterations=1,
         rollout={"tasks_per_iteration": 4, "group_size": 4, "max_tokens": 16},
         optim={"learning_rate": 1e-3, "micro_batch": 4},
+        launcher=[],  # the step runs in a separate process (the `accelerate launch` path);
+        # the in-process step is what the resume test's full runs use
     )
     endpoint = lora_server.endpoint.model_copy(update={"model": "seal-agent"})
     resources = open_resources(tmp_path, "loop", config, endpoint, lora_server.model_dir, 0)

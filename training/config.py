@@ -77,6 +77,11 @@ class TrainConfig(BaseModel):
     lora: LoraSettings = Field(default_factory=LoraSettings)
     ablation: AblationSettings = Field(default_factory=AblationSettings)
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
+    launcher: list[str] | None = Field(
+        default=None,
+        description="Run each optimiser step in separate processes under this command, "
+        'e.g. ["accelerate", "launch", "--config_file", "multi_gpu.yaml"]; None = in-process.',
+    )
 
     @model_validator(mode="after")
     def _vanilla_means_no_seal(self) -> TrainConfig:

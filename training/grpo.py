@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import PartialState
 from datasets import Dataset
 from pydantic import BaseModel, Field
 from torch.utils.data import RandomSampler, Sampler
@@ -60,6 +61,18 @@ def _never_called(*args: Any, **kwargs: Any) -> list[float]:
 
 class TraceGRPOTrainer(GRPOTrainer):
     """GRPOTrainer over stored, served trajectories (see the module docstring)."""
+
+    #: Optimiser state to start from (a launched step continues the previous step's Adam
+    #: moments from the file the previous process wrote).
+    initial_optimizer_state: Path | None = None
+
+    def create_optimizer(self) -> torch.optim.Optimizer:
+        optimizer = super().create_optimizer()
+        state = self.initial_optimizer_state
+        if state is not None and state.is_file():
+            optimizer.load_state_dict(torch.load(state, weights_only=True))
+            self.initial_optimizer_state = None  # only the first train() call starts from it
+        return optimizer
 
     def _get_train_sampler(self, dataset: Dataset | None = None) -> Sampler:
         return RandomSampler(dataset if dataset is not None else self.train_dataset)
@@ -114,11 +127,14 @@ def grpo_step(
     config: OptimConfig,
     output_dir: Path,
     trainer: TraceGRPOTrainer | None = None,
+    optimizer_state: Path | None = None,
 ) -> tuple[TraceGRPOTrainer, dict[str, float]]:
     """One optimiser step over the batch (gradient accumulation across micro-batches).
 
     The trainer is reused across iterations so the optimiser state persists; pass the
-    one returned by the previous call.
+    one returned by the previous call, or, in a fresh process, the `optimizer_state` file
+    an earlier step saved. Under a distributed launcher each rank sees its share of the
+    rows and gradients are all-reduced: still one optimiser step per call.
     """
     if config.drop_zero_advantage and config.beta == 0.0:
         rows = [r for r in rows if r["advantage"] != 0.0]
@@ -127,7 +143,7 @@ def grpo_step(
     if not rows:
         return trainer, {"samples": 0.0}
     micro = min(config.micro_batch, len(rows))
-    accumulation = max(1, -(-len(rows) // micro))
+    accumulation = max(1, -(-len(rows) // (micro * PartialState().num_processes)))
     dataset = Dataset.from_list([{**r, "prompt": ""} for r in rows])
     if trainer is None:
         args = GRPOConfig(
@@ -158,6 +174,7 @@ def grpo_step(
             train_dataset=dataset,
             processing_class=tokenizer,
         )
+        trainer.initial_optimizer_state = optimizer_state
     trainer.train_dataset = dataset
     trainer.args.per_device_train_batch_size = 2 * micro
     trainer.args.gradient_accumulation_steps = accumulation

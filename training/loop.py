@@ -26,6 +26,7 @@ from seal_graph.training.advantages import (
     weighted_advantages,
 )
 from seal_graph.training.grpo import grpo_step
+from seal_graph.training.launched_step import StepJob, load_result, run_job, write_job
 from seal_graph.training.resources import LoopResources, console
 from seal_graph.training.sft import expert_dataset
 from seal_graph.training.sft import warm_start as sft_warm_start
@@ -139,14 +140,17 @@ def train(
         rho = update_rho(rho, key_statistics(pairs), config.weighting)
     weighted = weighted_advantages(pairs, config.weighting, rho)
     rows = training_rows(resources, iteration, weighted)
-    resources.trainer, metrics = grpo_step(
-        resources.policy.model,
-        resources.policy.tokenizer,
-        rows,
-        config.optim,
-        resources.run_dir / "trainer",
-        resources.trainer,
-    )
+    if config.launcher is not None:
+        metrics = launched_step(resources, rows)
+    else:
+        resources.trainer, metrics = grpo_step(
+            resources.policy.model,
+            resources.policy.tokenizer,
+            rows,
+            config.optim,
+            resources.run_dir / "trainer",
+            resources.trainer,
+        )
     stepped = metrics.get("samples", 0.0) > 0
     if stepped:
         resources.policy.version += 1
@@ -164,6 +168,19 @@ def train(
         "weighting": config.weighting_mode,
         "seconds": time.perf_counter() - began,
     }
+
+
+def launched_step(resources: LoopResources, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The optimiser step in separate processes under the configured launcher."""
+    config = resources.config
+    job_dir = resources.run_dir / "launched-step"
+    job = StepJob(base_dir=resources.policy.base_dir, lora=config.lora, optim=config.optim)
+    write_job(job_dir, job, rows, resources.policy)
+    console.print(f"training step under: {' '.join(config.launcher or [])}")
+    metrics = run_job(job_dir, config.launcher or [], resources.run_dir / "launched-step.log")
+    if metrics.get("samples", 0.0) > 0:
+        load_result(job_dir, resources.policy)
+    return metrics
 
 
 def training_rows(
