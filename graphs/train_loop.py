@@ -18,7 +18,8 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
-from seal_graph.training import loop
+from seal_graph.training import dpo_loop, loop
+from seal_graph.training.config import DPO_ALGOS
 from seal_graph.training.report import write_report
 from seal_graph.training.resources import console, resources_for
 
@@ -99,6 +100,8 @@ def warm_start(state: LoopState) -> dict[str, Any]:
     metrics = loop.warm_start(resources)
     if metrics.get("skipped"):
         return {}
+    if resources.failure is not None:
+        metrics["failure_agent_seeded"] = dpo_loop.seed_failure_agent(resources)["ok"]
     after = loop.evaluate(resources, -2)
     console.print(
         f"[bold]warm start[/]: {metrics['examples']} expert examples, "
@@ -114,11 +117,16 @@ def warm_start(state: LoopState) -> dict[str, Any]:
 def rollout(state: LoopState) -> dict[str, Any]:
     resources = resources_for(state["run_dir"])
     interface = InterfaceVersion.model_validate(state["interface"])
-    return _stage(
-        state,
-        "rollout",
-        loop.rollout(resources, state["iteration"], interface, state["served_version"]),
-    )
+    metrics = loop.rollout(resources, state["iteration"], interface, state["served_version"])
+    if resources.failure is not None:
+        failure = dpo_loop.failure_rollout(resources, state["iteration"], interface)
+        console.print(
+            f"[bold]iteration {state['iteration']}[/] failure agent: success "
+            f"{failure['success']:.0%}, mean progress of its failures "
+            f"{failure['mean_failure_progress']:.2f} ({failure['seconds']:.1f} s)"
+        )
+        metrics["failure_agent"] = failure
+    return _stage(state, "rollout", metrics)
 
 
 def diagnose(state: LoopState) -> dict[str, Any]:
@@ -137,6 +145,8 @@ def evolve(state: LoopState) -> dict[str, Any]:
 
 def train(state: LoopState) -> dict[str, Any]:
     resources = resources_for(state["run_dir"])
+    if resources.config.algo in DPO_ALGOS:
+        return _stage(state, "train", dpo_loop.train(resources, state["iteration"]))
     pairs = loop.labelled_batch(resources, state["iteration"])
     rho, metrics = loop.train(resources, state["iteration"], pairs, state["rho"])
     return {**_stage(state, "train", metrics), "rho": rho}
@@ -144,6 +154,9 @@ def train(state: LoopState) -> dict[str, Any]:
 
 def swap(state: LoopState) -> dict[str, Any]:
     resources = resources_for(state["run_dir"])
+    failure = resources.failure
+    if failure is not None and failure.version != resources.failure_served:
+        console.print(f"failure agent swap: {dpo_loop.swap_failure(resources)}")
     version = resources.policy.version
     if version == state["served_version"]:
         return _stage(state, "swap", {"ok": True, "seconds": 0.0, "note": "no new weights"})

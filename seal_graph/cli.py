@@ -233,7 +233,9 @@ def train(
     config: Annotated[Path | None, typer.Option(help="TOML config file.")] = None,
     preset: Annotated[str | None, typer.Option(help="Preset: cpu | paper.")] = None,
     iterations: Annotated[int | None, typer.Option(help="Loop iterations.")] = None,
-    algo: Annotated[str | None, typer.Option(help="seal | vanilla-grpo.")] = None,
+    algo: Annotated[
+        str | None, typer.Option(help="seal | vanilla-grpo | eto | coevolve-dpo.")
+    ] = None,
     model: ModelOpt = None,
     out: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from seal_graph import registry
 from seal_graph.environment import Task
 from seal_graph.errors import ConfigError
-from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS, Label
+from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS, Label, turn_passed
 from seal_graph.records import Episode, ToolEvent
 
 _INVALID_KINDS = {"parse_error", "unknown_tool", "validation_error"}
@@ -82,16 +82,6 @@ def _argument_mismatch(events: list[ToolEvent], reference: list[dict[str, Any]])
     )
 
 
-def _turn_passed(evidence: dict[str, Any]) -> bool | None:
-    """The verifier's verdict on a turn: True / False, or None when it gave none."""
-    tag = evidence.get("tag")
-    if tag is not None:
-        return tag in SUCCESS_LABELS
-    if "pass" in evidence:
-        return bool(evidence["pass"])
-    return None
-
-
 def diagnose_turn(
     episode: Episode, turn: int, reference: list[dict[str, Any]] | None
 ) -> TurnDiagnosis:
@@ -117,7 +107,7 @@ def diagnose_turn(
 
     if tag in UNTRUSTED_LABELS or tag == "spurious_tool_call":
         return label(tag)
-    passed = _turn_passed(evidence)
+    passed = turn_passed(evidence)
     if passed:
         return label(tag if tag in SUCCESS_LABELS else "pass")
     invalid = [e for e in events if e.error_kind in _INVALID_KINDS]

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from seal_graph.labels import turn_passed
+
 ToolErrorKind = Literal[
     "parse_error", "unknown_tool", "validation_error", "tool_exception", "timeout"
 ]
@@ -71,6 +73,24 @@ class Verdict(BaseModel):
         default_factory=list, description="Per user turn, what the verifier saw."
     )
     details: dict[str, Any] = Field(default_factory=dict)
+    progress: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Partial progress in [0, 1] (e.g. state similarity to the reference); "
+        "None = the fraction of user turns passed.",
+    )
+
+    def partial_progress(self, turns: int) -> float:
+        """How close the episode came to success: 1 on success, else the verifier's own
+        score, else the fraction of the `turns` user turns it passed. Ranks failures for
+        hard-negative mining."""
+        if self.success:
+            return 1.0
+        if self.progress is not None:
+            return self.progress
+        passed = sum(bool(turn_passed(e)) for e in self.turn_evidence)
+        return passed / turns if turns else 0.0
 
 
 class Episode(BaseModel):
@@ -90,6 +110,7 @@ class Episode(BaseModel):
     reward: float = 0.0
     success: bool = False
     verdict_details: dict[str, Any] = Field(default_factory=dict)
+    progress: float = Field(default=0.0, description="See `Verdict.partial_progress`.")
     seconds: float = 0.0
     model_seconds: float = Field(default=0.0, description="Time spent waiting on the model.")
 
@@ -105,6 +126,7 @@ class Episode(BaseModel):
                 "reward": verdict.reward,
                 "success": verdict.success,
                 "verdict_details": verdict.details,
+                "progress": verdict.partial_progress(len(self.turns)),
                 "turns": turns,
             }
         )

@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     interface_version INTEGER NOT NULL, policy_version TEXT NOT NULL,
     reward REAL NOT NULL, success INTEGER NOT NULL, seconds REAL NOT NULL,
     model_seconds REAL NOT NULL, messages TEXT NOT NULL, verdict_details TEXT NOT NULL,
-    created_at REAL NOT NULL,
+    created_at REAL NOT NULL, progress REAL NOT NULL DEFAULT 0,
     UNIQUE (run_id, task_id, sample_index, interface_version, policy_version)
 );
 CREATE TABLE IF NOT EXISTS turns (
@@ -82,9 +82,16 @@ class TraceStore:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.executescript(SCHEMA)
+            self._migrate()
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"cannot open the trace store {self.path}: {exc}") from exc
         self._lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        """Bring a store written by an earlier version up to this schema."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(episodes)")}
+        if "progress" not in columns:
+            self._conn.execute("ALTER TABLE episodes ADD COLUMN progress REAL NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         self._conn.close()
@@ -121,7 +128,7 @@ class TraceStore:
         self._write(
             [
                 (
-                    "INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         e.episode_id,
                         e.run_id,
@@ -137,6 +144,7 @@ class TraceStore:
                         _dumps(e.messages),
                         _dumps(e.verdict_details),
                         time.time(),
+                        e.progress,
                     ),
                 ),
                 (
@@ -322,6 +330,7 @@ class TraceStore:
             reward=row["reward"],
             success=bool(row["success"]),
             verdict_details=json.loads(row["verdict_details"]),
+            progress=row["progress"],
             seconds=row["seconds"],
             model_seconds=row["model_seconds"],
         )

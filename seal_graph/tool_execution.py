@@ -28,6 +28,9 @@ def _error(
     kind: ToolErrorKind, message: str, call: dict[str, Any], turn: int, step: int, began: float
 ) -> tuple[ToolMessage, ToolEvent]:
     text = f"Error: {message}"
+    args = call.get("args", {})
+    if not isinstance(args, dict | str):  # a JSON null, list or number: keep it as text
+        args = json.dumps(args, default=str)
     return (
         ToolMessage(content=text, tool_call_id=call["id"], name=call["name"], status="error"),
         ToolEvent(
@@ -35,7 +38,7 @@ def _error(
             step=step,
             call_id=call["id"],
             name=call["name"],
-            arguments=call.get("args", {}),
+            arguments=args,
             status="error",
             error_kind=kind,
             output=text,

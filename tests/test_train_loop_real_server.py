@@ -8,11 +8,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from loop_envs import yes_no_env
+from loop_envs import two_turn_env, yes_no_env
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.interface import BASE_INTERFACE
-from seal_graph.training import loop
+from seal_graph.training import dpo_loop, loop
 from seal_graph.training.config import load_config
 from seal_graph.training.resources import open_resources
 
@@ -68,5 +68,47 @@ def test_one_iteration_swaps_verified_weights_and_refuses_a_corrupt_adapter(
         assert not report.ok and report.rolled_back and "HTTP" in report.error
         served = resources.sync.served_logprobs(probe)
         assert max(abs(a - b) for a, b in zip(served, expected, strict=True)) < 0.05
+    finally:
+        resources.close()
+
+
+def test_one_coevolve_dpo_iteration_serves_both_agents(lora_server: ModelServer, tmp_path) -> None:
+    config = load_config(
+        None,
+        "cpu",
+        env=two_turn_env(),
+        algo="coevolve-dpo",
+        iterations=1,
+        rollout={"tasks_per_iteration": 3, "group_size": 4, "max_tokens": 12, "temperature": 1.0},
+        dpo={"learning_rate": 1e-4, "max_pairs": 4, "failure_group_size": 4},
+    )
+    assert config.swap == "lora"  # both agents are adapters on one server
+    endpoint = lora_server.endpoint.model_copy(update={"model": "seal-agent"})
+    resources = open_resources(tmp_path, "co", config, endpoint, lora_server.model_dir, 0)
+    try:
+        assert loop.sync_server(resources, 0)["ok"]
+        dpo_loop.open_failure_agent(resources)
+        assert dpo_loop.seed_failure_agent(resources)["ok"]
+        rolled = loop.rollout(resources, 0, BASE_INTERFACE, served_version=0)
+        failure = dpo_loop.failure_rollout(resources, 0, BASE_INTERFACE)
+        assert rolled["episodes"] == 12 and failure["episodes"] == 12
+        assert 0.0 <= failure["mean_failure_progress"] <= 0.5
+        stored = resources.store.episodes(dpo_loop.failure_batch_id(resources, 0))
+        assert {e.progress for e in stored if not e.success} <= {0.0, 0.5}
+
+        trained = dpo_loop.train(resources, 0)
+        assert trained["negatives"]["count"] == sum(not e.success for e in stored)
+        assert "failure_agent" in trained and trained["failure_agent"]["beta"] == 0.1
+        # sampled at T=1 the batches differ run to run; measured: 4 failure-agent pairs
+        # and 3 target pairs. At least one agent must have had something to learn.
+        assert trained["failure_agent"]["pairs"] + trained["target"]["pairs"] > 0
+        if trained["failure_agent"]["pairs"]:
+            assert resources.failure.version == 2  # seeded, then one DPO round
+            assert dpo_loop.swap_failure(resources)["ok"]
+        if trained["stepped"]:
+            assert loop.swap(resources, resources.policy.version, resources.probe)["ok"]
+
+        served = set(lora_server.endpoint.list_models())
+        assert {"seal-agent", dpo_loop.FAILURE_NAME} <= served
     finally:
         resources.close()

@@ -18,11 +18,13 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from seal_graph.errors import ConfigError
 from seal_graph.interface import InterfaceConfig
 from seal_graph.training.advantages import WeightingConfig
+from seal_graph.training.dpo import DPOSettings
 from seal_graph.training.grpo import OptimConfig
 from seal_graph.training.policy import LoraSettings
 from seal_graph.training.sft import WarmStartSettings
 
 PRESETS = ("cpu", "paper")
+DPO_ALGOS = ("eto", "coevolve-dpo")
 
 
 class RolloutSettings(BaseModel):
@@ -62,7 +64,11 @@ class TrainConfig(BaseModel):
 
     env: str = "kv-calc"
     model: str | None = Field(default=None, description="Checkpoint dir; None = bundled.")
-    algo: Literal["seal", "vanilla-grpo"] = "seal"
+    algo: Literal["seal", "vanilla-grpo", "eto", "coevolve-dpo"] = Field(
+        default="seal",
+        description="seal / vanilla-grpo: GRPO; eto / coevolve-dpo: DPO on hard negatives "
+        "(coevolve-dpo serves both agents as LoRA adapters, so it always swaps by LoRA).",
+    )
     iterations: int = Field(default=2, ge=1)
     seed: int = 0
     swap: Literal["lora", "full"] = Field(
@@ -83,10 +89,17 @@ class TrainConfig(BaseModel):
         'e.g. ["accelerate", "launch", "--config_file", "multi_gpu.yaml"]; None = in-process.',
     )
 
+    dpo: DPOSettings = Field(default_factory=DPOSettings)
+
     @model_validator(mode="after")
-    def _vanilla_means_no_seal(self) -> TrainConfig:
+    def _algorithm_defaults(self) -> TrainConfig:
         if self.algo == "vanilla-grpo":
             self.ablation = AblationSettings(adaptation=False, reweighting=False, closed_loop=False)
+        if self.algo in DPO_ALGOS and "ablation" not in self.model_fields_set:
+            # the plain baselines; set [ablation] adaptation = true to add SEAL's interface
+            self.ablation = AblationSettings(adaptation=False, reweighting=False, closed_loop=False)
+        if self.algo == "coevolve-dpo":
+            self.swap = "lora"
         return self
 
     @property

@@ -77,8 +77,8 @@ def rollout(
     episodes = resources.store.episodes(batch_run_id(resources, iteration))
     return {
         "episodes": len(episodes),
-        "train_success": _mean(e.success for e in episodes),
-        "train_reward": _mean(e.reward for e in episodes),
+        "train_success": mean(e.success for e in episodes),
+        "train_reward": mean(e.reward for e in episodes),
         "rollout_failures": len(report.failures),
         "seconds": time.perf_counter() - began,
     }
@@ -163,8 +163,8 @@ def train(
         "loss": metrics.get("train_loss"),
         "groups": weighted.groups,
         "zero_signal_groups": weighted.zero_signal_groups,
-        "mean_abs_advantage": _mean(advantages),
-        "mean_weight": _mean(weighted.weight.values()),
+        "mean_abs_advantage": mean(advantages),
+        "mean_weight": mean(weighted.weight.values()),
         "weighting": config.weighting_mode,
         "seconds": time.perf_counter() - began,
     }
@@ -203,17 +203,17 @@ def _probe(rows: list[dict[str, Any]]) -> Probe:
 
 
 def default_probe(resources: LoopResources) -> Probe:
-    """A chat-formatted prompt from the environment and a short answer (before any batch
-    exists to take a sampled completion from)."""
-    tokenizer = resources.policy.tokenizer
+    """A chat-formatted prompt from the environment and the policy's own greedy answer
+    (before any batch exists to take a sampled completion from). Likely tokens: server
+    and trainer kernels agree closely on them, so the check separates weights, not noise."""
+    policy = resources.policy
     env = registry.get_environment(resources.config.env)
     task = env.tasks(resources.config.rollout.split)[0]
-    prompt = tokenizer.apply_chat_template(
+    prompt = policy.tokenizer.apply_chat_template(
         [{"role": "user", "content": task.turns[0]}], add_generation_prompt=True, tokenize=True
     )
-    prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
-    answer = tokenizer("OK, done.<|im_end|>", add_special_tokens=False)["input_ids"]
-    return Probe(prompt_token_ids=list(prompt), completion_token_ids=answer)
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    return Probe(prompt_token_ids=prompt, completion_token_ids=policy.greedy(prompt, 12))
 
 
 def swap(resources: LoopResources, version: int, probe: Probe | None) -> dict[str, Any]:
@@ -298,12 +298,12 @@ def evaluate(resources: LoopResources, iteration: int) -> dict[str, Any]:
     )
     episodes = resources.store.episodes(run_id)
     return {
-        "success": _mean(e.success for e in episodes),
+        "success": mean(e.success for e in episodes),
         "episodes": len(episodes),
         "seconds": time.perf_counter() - began,
     }
 
 
-def _mean(values: Any) -> float:
+def mean(values: Any) -> float:
     values = list(values)
     return float(statistics.fmean(values)) if values else 0.0

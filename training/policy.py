@@ -78,6 +78,20 @@ class Policy:
         return target
 
     @torch.no_grad()
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
+        """The policy's greedy continuation of a prompt (token ids)."""
+        self.model.eval()
+        ids = torch.tensor([prompt_ids])
+        out = self.model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+        )
+        return out[0, len(prompt_ids) :].tolist()
+
+    @torch.no_grad()
     def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """Logprob of each completion token under the current policy (adapter on)."""
         self.model.eval()

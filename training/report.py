@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 
 from seal_graph.interface import InterfaceVersion
+from seal_graph.training.config import DPO_ALGOS
 from seal_graph.training.resources import LoopResources
 
 STAGES = ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
@@ -118,6 +119,39 @@ def _pct(value: Any) -> str:
     return "—" if value is None else f"{100 * value:.0f}%"
 
 
+def hard_negative_section(history: list[dict[str, Any]]) -> list[str]:
+    """Per iteration: how close the negatives came to success, and the DPO rounds."""
+    lines = [
+        "",
+        "## Hard negatives",
+        "",
+        "Partial progress = share of user turns the verifier passed (1 = success). "
+        "Near-success: progress >= 0.5. DPO margin: chosen minus rejected implicit reward "
+        "on the last logged step.",
+        "",
+        "| it | negatives | mean progress | best | near-success | target pairs | "
+        "target loss | target margin | failure-agent success | its failures' progress | "
+        "failure-agent pairs |",
+        "|" + "---|" * 11,
+    ]
+    for r in history:
+        train = r.get("train") or {}
+        neg, target = train.get("negatives", {}), train.get("target", {})
+        failure = (r.get("rollout") or {}).get("failure_agent", {})
+        agent = train.get("failure_agent", {})
+        lines.append(
+            f"| {r['iteration'] + 1} | {neg.get('count', 0):.0f} | "
+            f"{neg.get('mean_progress', 0):.2f} | {neg.get('best_progress', 0):.2f} | "
+            f"{_pct(neg.get('near_success'))} | {target.get('pairs', 0):.0f} | "
+            f"{target.get('train_loss', float('nan')):.4f} | "
+            f"{target.get('reward_margin', float('nan')):.4f} | "
+            f"{_pct(failure.get('success'))} | "
+            f"{failure.get('mean_failure_progress', float('nan')):.2f} | "
+            f"{agent.get('pairs', 0):.0f} |"
+        )
+    return lines
+
+
 def write_report(
     resources: LoopResources,
     baseline: dict[str, Any],
@@ -176,6 +210,8 @@ def write_report(
             + " | ".join(f"{_get(r, s, 'seconds', 0.0):.1f}" for s in STAGES)
             + " |"
         )
+    if config.algo in DPO_ALGOS:
+        lines += hard_negative_section(history)
     lines += ["", "## What the interface became", ""]
     if interface.adaptations:
         for a in interface.adaptations:

@@ -42,6 +42,10 @@ class LoopResources:
     trainer: TraceGRPOTrainer | None = None
     writer: Any = None
     probe: Probe | None = None
+    failure: Policy | None = None
+    """coevolve-dpo's failure agent (`training/dpo_loop.py`)."""
+    failure_sync: WeightSync | None = None
+    failure_served: int = -1
 
     def adapter_dir(self, version: int) -> Path:
         return self.run_dir / "adapters" / f"step-{version}"
@@ -73,6 +77,8 @@ class LoopResources:
         if self.writer is not None:
             self.writer.close()
         self.sync.close()
+        if self.failure_sync is not None:
+            self.failure_sync.close()
         self.store.close()
 
 

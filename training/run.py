@@ -13,7 +13,7 @@ from seal_graph.errors import ConfigError
 from seal_graph.graphs.train_loop import builder
 from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, ServerSettings
 from seal_graph.serving import attach as attach_endpoint
-from seal_graph.training import loop
+from seal_graph.training import dpo_loop, loop
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.resources import console, open_resources
 
@@ -95,6 +95,9 @@ def run_training(
                 run_dir, run_id, config, endpoint, resolve_model_dir(config.model), served
             )
             result = loop.sync_server(resources, served)
+            if result["ok"] and config.algo == "coevolve-dpo":
+                dpo_loop.open_failure_agent(resources)
+                result = dpo_loop.swap_failure(resources)
             if not result["ok"]:
                 raise ConfigError(
                     f"could not bring the server to policy step {served}: {result['error']}"

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from trl import SFTConfig, SFTTrainer
 
 from seal_graph.environment import Environment, Task
+from seal_graph.records import Episode
 from seal_graph.reference import replay_calls
 
 
@@ -50,22 +51,31 @@ def use_bf16(precision: str) -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
+def task_tools(env: Environment, task: Task) -> list[dict[str, Any]]:
+    """The task's tools as the base interface offers them (all turns' tools)."""
+    session = env.open(task)
+    try:
+        return [convert_to_openai_tool(t) for t in session.tools(len(task.turns) - 1)]
+    finally:
+        session.close()
+
+
+async def expert_episode(env: Environment, task: Task) -> Episode | None:
+    """The task's reference solution replayed; None without one or if it fails."""
+    if task.reference is None:
+        return None
+    episode, verdict = await replay_calls(env, task, task.reference, run_id="expert")
+    return episode if verdict.success else None  # a failing reference teaches nothing
+
+
 async def expert_examples(env: Environment, tasks: list[Task]) -> list[dict[str, Any]]:
     """Prompt-completion examples from each task's replayed reference solution."""
     examples = []
     for task in tasks:
-        if task.reference is None:
+        episode = await expert_episode(env, task)
+        if episode is None:
             continue
-        episode, verdict = await replay_calls(env, task, task.reference, run_id="expert")
-        if not verdict.success:
-            continue  # a reference that does not solve its task teaches nothing
-        session = env.open(task)
-        try:
-            tools = json.dumps(
-                [convert_to_openai_tool(t) for t in session.tools(len(task.turns) - 1)]
-            )
-        finally:
-            session.close()
+        tools = json.dumps(task_tools(env, task))
         for index, message in enumerate(episode.messages):
             if message["role"] == "assistant":
                 examples.append(

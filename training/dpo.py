@@ -1,0 +1,196 @@
+"""Trajectory-level DPO with TRL's DPOTrainer (the target agent and the failure agent).
+
+How TRL is extended. `DPOTrainer` scores a completion as the sum of its token
+log-probabilities, every token after the prompt. A multi-turn trajectory's continuation
+also holds tool results and later user turns, which the agent did not produce. So:
+
+* rows arrive tokenized (`training/trajectories.py`): prompt, chosen and rejected ids
+  plus `chosen_mask` / `rejected_mask`, 1 on the agent's own tokens;
+  `TrajectoryDPOTrainer._prepare_dataset` keeps them as they are;
+* `AgentTokenCollator` (a `DataCollatorForPreference`) replaces TRL's all-ones
+  completion mask with those masks, so TRL's loss sums agent tokens only;
+* the reference is the policy as it stands at the start of the round (adapter on: the
+  warm-started or previous-iteration agent, as in ETO), not the bare base model TRL
+  would use for a PEFT model. `reference_logps` computes it once per round and the
+  rows carry it as `ref_chosen_logps` / `ref_rejected_logps`, TRL's own precomputed
+  columns.
+
+TRL's sigmoid DPO loss, optimiser and logging are unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import Dataset
+from pydantic import BaseModel, Field
+from trl import DPOConfig, DPOTrainer
+from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+from seal_graph.training.preferences import PreferencePair, prompt_length
+from seal_graph.training.trajectories import tokenize_trajectory
+
+
+class DPOSettings(BaseModel):
+    """Preference optimisation of the target (and the failure agent)."""
+
+    beta_first: float = Field(default=0.1, gt=0, description="DPO beta in the first iteration.")
+    beta_later: float = Field(default=0.5, gt=0, description="DPO beta afterwards.")
+    learning_rate: float = Field(default=1e-5, gt=0)
+    epochs: int = Field(default=1, ge=1, description="Passes over an iteration's pairs.")
+    batch_pairs: int = Field(default=8, ge=1, description="Pairs per optimiser step.")
+    micro_batch: int = Field(default=2, ge=1, description="Pairs per forward pass.")
+    max_pairs: int | None = Field(
+        default=16, ge=1, description="Cap on pairs per iteration (a seeded sample)."
+    )
+    failure_group_size: int = Field(
+        default=4, ge=1, description="Failure-agent rollouts per task (coevolve-dpo)."
+    )
+    failure_pairs_per_task: int = Field(default=4, ge=1)
+
+    def beta(self, iteration: int) -> float:
+        return self.beta_first if iteration == 0 else self.beta_later
+
+
+@dataclass
+class AgentTokenCollator(DataCollatorForPreference):
+    """TRL's preference collator with the loss mask on the agent's own tokens."""
+
+    def torch_call(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super().torch_call(examples)
+        masks = [[0] * len(e["prompt_ids"]) + e["chosen_mask"] for e in examples]
+        masks += [[0] * len(e["prompt_ids"]) + e["rejected_mask"] for e in examples]
+        width = output["input_ids"].shape[1]
+        completion_mask = torch.zeros((len(masks), width), dtype=torch.long)
+        for row, mask in enumerate(masks):
+            mask = mask[:width]
+            completion_mask[row, : len(mask)] = torch.tensor(mask, dtype=torch.long)
+        output["completion_mask"] = completion_mask
+        return output
+
+
+class TrajectoryDPOTrainer(DPOTrainer):
+    """DPOTrainer over pre-tokenized, agent-masked trajectory pairs (module docstring)."""
+
+    def _prepare_dataset(self, dataset: Dataset, *args: Any, **kwargs: Any) -> Dataset:
+        return dataset
+
+
+def pair_rows(
+    tokenizer: Any, pairs: list[PreferencePair], tools_for: Callable[[str], list[dict]]
+) -> list[dict[str, Any]]:
+    """Tokenized rows (prompt, chosen, rejected, their agent masks) for the pairs;
+    `tools_for(task_id)` gives the tool schemas the prompt shows."""
+    rows = []
+    for pair in pairs:
+        tools = tools_for(pair.task_id)
+        size = prompt_length(pair.chosen)
+        prompt, chosen, chosen_mask = tokenize_trajectory(
+            tokenizer, pair.chosen.messages, tools, size
+        )
+        prompt_r, rejected, rejected_mask = tokenize_trajectory(
+            tokenizer, pair.rejected.messages, tools, size
+        )
+        if prompt_r != prompt:
+            raise ValueError(f"pair for task {pair.task_id} does not share its prompt")
+        if not any(chosen_mask) or not any(rejected_mask):
+            continue  # nothing the agent produced on one side: no preference to learn
+        rows.append(
+            {
+                "prompt_ids": prompt,
+                "chosen_ids": chosen,
+                "rejected_ids": rejected,
+                "chosen_mask": chosen_mask,
+                "rejected_mask": rejected_mask,
+                "chosen_score": pair.chosen.score,
+                "rejected_score": pair.rejected.score,
+            }
+        )
+    return rows
+
+
+@torch.no_grad()
+def reference_logps(
+    model: Any, collator: AgentTokenCollator, rows: list[dict[str, Any]], micro_batch: int
+) -> list[dict[str, Any]]:
+    """Rows with the current policy's summed agent-token logps (the DPO reference)."""
+    model.eval()
+    out = []
+    for start in range(0, len(rows), micro_batch):
+        chunk = rows[start : start + micro_batch]
+        batch = collator.torch_call([dict(r) for r in chunk])
+        ids = batch["input_ids"]
+        logits = model(input_ids=ids, attention_mask=batch["attention_mask"]).logits[:, :-1]
+        logps = torch.log_softmax(logits.float(), dim=-1).gather(2, ids[:, 1:, None])[..., 0]
+        sums = (logps * batch["completion_mask"][:, 1:]).sum(1)
+        chosen, rejected = sums.chunk(2)
+        out += [
+            {**row, "ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
+            for row, c, r in zip(chunk, chosen, rejected, strict=True)
+        ]
+    return out
+
+
+def dpo_step(
+    model: Any,
+    tokenizer: Any,
+    rows: list[dict[str, Any]],
+    settings: DPOSettings,
+    beta: float,
+    output_dir: Path,
+    seed: int = 0,
+) -> dict[str, float]:
+    """One round of DPO over the rows: `epochs` passes, `batch_pairs` pairs per step."""
+    began = time.perf_counter()
+    if settings.max_pairs and len(rows) > settings.max_pairs:
+        rows = random.Random(seed).sample(rows, settings.max_pairs)
+    if not rows:
+        return {"pairs": 0.0, "seconds": time.perf_counter() - began}
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    collator = AgentTokenCollator(pad_token_id=tokenizer.pad_token_id)
+    rows = reference_logps(model, collator, rows, settings.micro_batch)
+    micro = min(settings.micro_batch, len(rows))
+    args = DPOConfig(
+        output_dir=str(output_dir),
+        beta=beta,
+        learning_rate=settings.learning_rate,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=max(1, -(-min(settings.batch_pairs, len(rows)) // micro)),
+        num_train_epochs=settings.epochs,
+        lr_scheduler_type="constant",
+        max_length=None,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+        seed=seed,
+    )
+    trainer = TrajectoryDPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        data_collator=collator,
+    )
+    trainer.precompute_ref_logps = True  # the rows carry the reference (see above)
+    result = trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "rewards/margins" in entry]
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
+    metrics.update(
+        pairs=float(len(rows)),
+        beta=beta,
+        reward_margin=float(logged[-1]["rewards/margins"]) if logged else 0.0,
+        reward_accuracy=float(logged[-1].get("rewards/accuracies", 0.0)) if logged else 0.0,
+        seconds=time.perf_counter() - began,
+    )
+    return metrics
