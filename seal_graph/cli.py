@@ -69,7 +69,7 @@ def open_endpoint(
     if base_url:
         return attach_endpoint(base_url, api_key=api_key, model=model), None
     server = ModelServer.start(ServerSettings(model=model, api_key=api_key, port=port))
-    return server.endpoint, server
+    return server.endpoint, server.supervise()  # restarted if it dies mid-run
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -110,6 +110,12 @@ def serve(
                 f"  export SEAL_GRAPH_API_KEY={server.endpoint.api_key}\n"
                 f"log: {server.log_path}    stop with Ctrl-C"
             )
+            if not settings.loopback:
+                console.print(
+                    f"[yellow]{host} is reachable from the network[/]: the API needs the key; "
+                    "in-place full-weight reload is off (vLLM's reload routes have no auth), "
+                    "LoRA swaps still work."
+                )
             signal.signal(signal.SIGTERM, _interrupt)
             with contextlib.suppress(KeyboardInterrupt):
                 server.process.wait()

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import openai
@@ -27,10 +28,12 @@ from tenacity import (
     before_sleep_log,
     retry_if_exception,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential,
 )
 
 logger = logging.getLogger(__name__)
+RETRY_BUDGET_ENV = "SEAL_GRAPH_RETRY_BUDGET_S"
 
 
 class ServedTokens(BaseModel):
@@ -66,8 +69,14 @@ class ServedChatModel(ChatOpenAI):
         default=False,
         description="Ask the server (vLLM) for prompt/completion token ids and logprobs.",
     )
-    retry_attempts: int = Field(default=6, ge=1, description="Attempts per request.")
+    retry_attempts: int = Field(default=30, ge=1, description="Attempts per request.")
     retry_max_wait_s: float = Field(default=10.0, gt=0, description="Longest backoff wait.")
+    retry_budget_s: float = Field(
+        default_factory=lambda: float(os.environ.get(RETRY_BUDGET_ENV, 180)),
+        gt=0,
+        description="Give up retrying after this long: long enough for a supervised server "
+        f"to restart (20-100 s on CPU). Default from ${RETRY_BUDGET_ENV}, else 180 s.",
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_retries", 0)  # tenacity owns retries
@@ -79,7 +88,7 @@ class ServedChatModel(ChatOpenAI):
     def _retry_kwargs(self) -> dict[str, Any]:
         return {
             "retry": retry_if_exception(is_retryable),
-            "stop": stop_after_attempt(self.retry_attempts),
+            "stop": stop_after_attempt(self.retry_attempts) | stop_after_delay(self.retry_budget_s),
             "wait": wait_exponential(multiplier=0.5, max=self.retry_max_wait_s),
             "before_sleep": before_sleep_log(logger, logging.WARNING),
             "reraise": True,

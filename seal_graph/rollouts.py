@@ -21,7 +21,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from seal_graph import registry
+from seal_graph.client import is_retryable
 from seal_graph.environment import Environment
+from seal_graph.errors import ServerError
 from seal_graph.graphs.rollout import RolloutContext, builder
 from seal_graph.interface import InterfaceVersion
 from seal_graph.records import Episode
@@ -170,6 +172,15 @@ async def run_rollouts(
                     for task_id, sample in jobs:
                         group.create_task(one(task_id, sample, bar))
             except ExceptionGroup as failed:  # surface the first failure itself
-                raise failed.exceptions[0] from None
+                first = failed.exceptions[0]
+                if is_retryable(first):
+                    raise ServerError(
+                        f"the model server stopped answering ({type(first).__name__}: {first}) "
+                        f"and retries ran out. Run {run_id!r} keeps its "
+                        f"{store.count(run_id)} stored episodes; start the server again and "
+                        "rerun the same command to resume (finished episodes are skipped, "
+                        "unfinished ones continue from their checkpoints)."
+                    ) from first
+                raise first from None
     report.wall_seconds = time.perf_counter() - began
     return report

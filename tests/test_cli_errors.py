@@ -98,11 +98,16 @@ def test_unknown_served_model_name(server: ModelServer) -> None:
     assert_clean_failure(result, "model 'no-such-model' is not served", "seal-agent")
 
 
-def test_server_command_keeps_a_dash_leading_key_as_one_argument() -> None:
+def test_the_api_key_goes_by_environment_and_dev_routes_stay_on_loopback() -> None:
     from pathlib import Path
 
     from seal_graph.serving import ServerSettings
-    from seal_graph.serving.launch import server_command
+    from seal_graph.serving.launch import server_command, server_environment
 
-    cmd = server_command(ServerSettings(), Path("/m"), Path("/t.jinja"), "-dash-key", 8000)
-    assert "--api-key=-dash-key" in cmd
+    cmd = server_command(ServerSettings(), Path("/m"), Path("/t.jinja"), 8000)
+    assert not any("api-key" in arg or "-dash-key" in arg for arg in cmd)  # not in `ps`
+    env = server_environment(ServerSettings(), "cpu", "-dash-key")
+    assert env["VLLM_API_KEY"] == "-dash-key" and env["VLLM_SERVER_DEV_MODE"] == "1"
+    exposed = server_environment(ServerSettings(host="0.0.0.0"), "cpu", "k")
+    assert "VLLM_SERVER_DEV_MODE" not in exposed  # unauthenticated reload routes: never
+    assert ServerSettings(host="::1").loopback and not ServerSettings(host="10.0.0.2").loopback

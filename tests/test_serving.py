@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -70,6 +72,17 @@ async def test_concurrent_async_calls(server: ModelServer) -> None:
         *(llm.ainvoke([HumanMessage(f"Count to {n}.")]) for n in range(3, 9))
     )
     assert all(served_tokens(r).completion_token_ids for r in replies)
+
+
+def test_the_key_is_required_and_never_on_the_command_line_or_in_the_log(
+    server: ModelServer,
+) -> None:
+    key = server.endpoint.api_key
+    cmdline = Path(f"/proc/{server.process.pid}/cmdline").read_bytes().decode()
+    assert key not in cmdline
+    assert key not in server.log_path.read_text(errors="replace")
+    response = httpx.get(f"{server.endpoint.base_url}/models", timeout=10)
+    assert response.status_code == 401
 
 
 def test_plain_openai_client_with_key(server: ModelServer) -> None:

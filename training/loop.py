@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import statistics
 import time
 from typing import Any
@@ -229,7 +230,9 @@ def swap(resources: LoopResources, version: int, probe: Probe | None) -> dict[st
     changed = (
         None if before is None else max(abs(a - b) for a, b in zip(before, expected, strict=True))
     )
-    if not report.ok:
+    if report.ok:
+        _drop_superseded_merges(resources)
+    else:
         console.print(
             f"[bold red]swap to step-{version} failed[/]: {report.error} "
             f"({'rolled back' if report.rolled_back else 'not rolled back'})"
@@ -243,6 +246,13 @@ def swap(resources: LoopResources, version: int, probe: Probe | None) -> dict[st
         "rolled_back": report.rolled_back,
         "error": report.error,
     }
+
+
+def _drop_superseded_merges(resources: LoopResources) -> None:
+    """Merged checkpoints are model-sized: keep only the one the server now serves."""
+    for merged in (resources.run_dir / "merged").glob("step-*"):
+        if merged != resources.sync.current:
+            shutil.rmtree(merged, ignore_errors=True)
 
 
 def warm_start(resources: LoopResources) -> dict[str, Any]:

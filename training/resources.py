@@ -56,8 +56,9 @@ class LoopResources:
             return self.policy.save_adapter(self.adapter_dir(version))
         if version == 0:
             return self.policy.base_dir
-        target = self.run_dir / "merged" / "current"
-        return self.policy.save_merged(target)
+        # One directory per version: a failed swap rolls back to the previous one, which
+        # must still be on disk (`loop.swap` deletes the superseded ones).
+        return self.policy.save_merged(self.run_dir / "merged" / f"step-{version}")
 
     def log_metrics(self, metrics: dict[str, Any]) -> None:
         """Append to metrics.jsonl and TensorBoard."""
@@ -72,6 +73,12 @@ class LoopResources:
             if isinstance(value, int | float):
                 self.writer.add_scalar(key, value, step)
         self.writer.flush()
+
+    def restore_served_weights(self) -> None:
+        """After the server restarted: load what it served before (policy, failure agent)."""
+        self.sync.restore()
+        if self.failure_sync is not None:
+            self.failure_sync.restore()
 
     def close(self) -> None:
         if self.writer is not None:

@@ -102,6 +102,8 @@ def run_training(
                 raise ConfigError(
                     f"could not bring the server to policy step {served}: {result['error']}"
                 )
+            if server is not None:  # a server that dies mid-run is restarted and re-synced
+                server.supervise(on_restart=resources.restore_served_weights)
             payload = None if snapshot.next else {"run_dir": str(run_dir)}
             return graph.invoke(payload, {**thread, "recursion_limit": 10_000})
         finally:

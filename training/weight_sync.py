@@ -68,6 +68,11 @@ class WeightSync:
     def close(self) -> None:
         self._http.close()
 
+    def restore(self) -> None:
+        """Load the current weights again (after the server restarted without them)."""
+        if self.current is not None:
+            self._load(self.current)
+
     def _post(self, path: str, **kwargs) -> httpx.Response:
         response = self._http.post(f"{self.endpoint.server_root}{path}", **kwargs)
         if response.status_code >= 400:

@@ -60,7 +60,7 @@ def check_cpu_install() -> None:
 
 
 def server_command(
-    settings: ServerSettings, model_dir: Path, chat_template: Path, api_key: str, port: int
+    settings: ServerSettings, model_dir: Path, chat_template: Path, port: int
 ) -> list[str]:
     """The argv that starts vLLM's OpenAI-compatible server for these settings."""
     cmd = [
@@ -75,7 +75,6 @@ def server_command(
         settings.host,
         "--port",
         str(port),
-        f"--api-key={api_key}",  # one token even when a user's key starts with "-"
         "--dtype",
         settings.dtype,
         "--chat-template",
@@ -102,20 +101,28 @@ def server_command(
     return cmd + list(settings.extra_args)
 
 
-def server_environment(settings: ServerSettings, platform: Platform) -> dict[str, str]:
-    """Environment for the server process: offline, runtime LoRA and weight reload on."""
+def server_environment(
+    settings: ServerSettings, platform: Platform, api_key: str
+) -> dict[str, str]:
+    """Environment for the server process: offline, runtime LoRA and weight reload on,
+    and the API key (in the environment, not argv, where any local user's `ps` sees it)."""
     env = dict(os.environ)
     env.update(
         {
+            "VLLM_API_KEY": api_key,
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
-            # Runtime LoRA loading (/v1/load_lora_adapter) and in-place weight reload
-            # (/collective_rpc reload_weights, /pause, /resume) for hot-swapping.
+            # Runtime LoRA loading (/v1/load_lora_adapter, behind the API key).
             "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
-            "VLLM_SERVER_DEV_MODE": "1",
         }
     )
+    if settings.loopback:
+        # In-place weight reload (/collective_rpc, /pause, /resume): vLLM does not put
+        # these dev routes behind the API key, so they exist only on loopback servers.
+        env["VLLM_SERVER_DEV_MODE"] = "1"
+    else:
+        env.pop("VLLM_SERVER_DEV_MODE", None)
     if platform == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.cpu_kv_cache_gib))
     return env

@@ -10,8 +10,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -75,10 +77,11 @@ class ModelServer:
         self,
         settings: ServerSettings,
         endpoint: ModelEndpoint,
-        process: subprocess.Popen[bytes],
+        process: subprocess.Popen[bytes] | None,
         log_path: Path,
         platform: Platform,
         model_dir: Path,
+        port: int,
     ) -> None:
         self.settings = settings
         self.endpoint = endpoint
@@ -86,6 +89,9 @@ class ModelServer:
         self.log_path = log_path
         self.platform = platform
         self.model_dir = model_dir
+        self.port = port
+        self.restarts = 0
+        self._stopping = threading.Event()
 
     @classmethod
     def start(cls, settings: ServerSettings | None = None, **overrides: Any) -> ModelServer:
@@ -97,31 +103,69 @@ class ModelServer:
             check_cpu_install()
         port = claim_port(settings.host, settings.port)
         model_dir = resolve_model_dir(settings.model)
-        api_key = settings.api_key or secrets.token_hex(24)
-        log_path = paths.logs_dir() / f"vllm-{settings.host}-{port}.log"
-        cmd = server_command(settings, model_dir, chat_template_path(), api_key, port)
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(  # the server outlives this call; stop() ends it
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=server_environment(settings, platform),
-                start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
         endpoint = ModelEndpoint(
             base_url=f"http://{settings.host}:{port}/v1",
-            api_key=api_key,
+            api_key=settings.api_key or secrets.token_hex(24),
             model=settings.served_model_name,
         )
-        server = cls(settings, endpoint, process, log_path, platform, model_dir)
+        log_path = paths.logs_dir() / f"vllm-{settings.host}-{port}.log"
+        server = cls(settings, endpoint, None, log_path, platform, model_dir, port)
+        server._spawn()
         try:
             server._wait_until_healthy()
         except BaseException:
             server.stop()
             raise
         return server
+
+    def _spawn(self) -> None:
+        """Start the server process (same port, key and model on every restart)."""
+        cmd = server_command(self.settings, self.model_dir, chat_template_path(), self.port)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(  # the server outlives this call; stop() ends it
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=server_environment(self.settings, self.platform, self.endpoint.api_key),
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+
+    def restart(self) -> None:
+        """Start the server again after it died (or stop and start it); same endpoint.
+        Runtime-loaded weights are gone: whoever loaded them restores them."""
+        self._kill_group()
+        self._spawn()
+        self._wait_until_healthy()
+        self.restarts += 1
+
+    def supervise(
+        self, on_restart: Callable[[], None] | None = None, poll_s: float = 1.0
+    ) -> ModelServer:
+        """Watch the process from a background thread; if it dies while the run still
+        needs it, restart it and call `on_restart` (e.g. reload the trained weights).
+        Clients' retries (tenacity, up to `SEAL_GRAPH_RETRY_BUDGET_S`) ride it out."""
+
+        def watch() -> None:
+            while not self._stopping.wait(poll_s):
+                if self.process.poll() is None:
+                    continue
+                _console.print(
+                    f"[bold red]seal-graph[/]: the vLLM server at {self.endpoint.base_url} "
+                    f"exited with code {self.process.returncode}; restarting it "
+                    f"(log: {self.log_path})"
+                )
+                try:
+                    self.restart()
+                    if on_restart is not None:
+                        on_restart()
+                except Exception as exc:  # reported; the clients' retries then fail clearly
+                    _console.print(f"[bold red]seal-graph[/]: restart failed: {exc}")
+                    return
+
+        threading.Thread(target=watch, name="seal-graph-server-watch", daemon=True).start()
+        return self
 
     def _wait_until_healthy(self) -> None:
         deadline = time.monotonic() + self.settings.startup_timeout_s
@@ -172,7 +216,15 @@ class ModelServer:
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop the server and every process it spawned (its whole process group)."""
+        self._stopping.set()
+        self._kill_group(timeout_s)
+
+    def _kill_group(self, timeout_s: float = 30.0) -> None:
+        if self.process is None:
+            return
         if self.process.poll() is not None:
+            with contextlib.suppress(ProcessLookupError):  # workers it may have left
+                os.killpg(self.process.pid, signal.SIGKILL)
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -43,3 +44,13 @@ class ServerSettings(BaseModel):
     extra_args: list[str] = Field(
         default_factory=list, description="More vLLM server flags, passed through verbatim."
     )
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach the server."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
