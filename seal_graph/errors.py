@@ -33,3 +33,7 @@ class ServerStartError(ServerError):
         super().__init__(
             f"{message}\n--- last lines of the server log ---\n{log_tail}" if log_tail else message
         )
+
+
+class StoreError(SealGraphError):
+    """The trace store could not be written (locked, disk full); committed data is intact."""

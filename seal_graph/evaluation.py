@@ -140,11 +140,12 @@ async def evaluate(
         max_tokens=max_tokens,
         step_limit=step_limit,
         mode="eval",  # the base interface, enforced by the rollout graph
+        keep_episodes=False,  # read back from the store below
     )
     episodes = store.episodes(run_id)  # includes episodes of an earlier, interrupted run
     store.close()
     per_category, overall = summarize(episodes, tasks)
-    busy = sum(e.seconds for e in report.episodes)
+    busy = report.busy_seconds
     summary = EvalSummary(
         env=env.name,
         split=split,
@@ -153,8 +154,8 @@ async def evaluate(
         overall=overall,
         episodes=len(episodes),
         wall_seconds=report.wall_seconds,
-        rollouts_per_second=len(report.episodes) / max(report.wall_seconds, 1e-9),
-        model_wait_share=(sum(e.model_seconds for e in report.episodes) / busy) if busy else 0.0,
+        rollouts_per_second=len(report.finished) / max(report.wall_seconds, 1e-9),
+        model_wait_share=report.model_seconds / busy if busy else 0.0,
         results_dir=str(out_dir),
     )
     results = {

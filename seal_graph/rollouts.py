@@ -33,8 +33,13 @@ from seal_graph.store import TraceStore
 
 @dataclass
 class RolloutBatchReport:
-    """What a batch produced and where its time went."""
+    """What a batch produced and where its time went.
 
+    `finished` holds a few numbers per episode (bounded memory over long runs); the full
+    episodes are in the store, and in `episodes` only when asked for (`keep_episodes`).
+    """
+
+    finished: list[EpisodeSummary] = field(default_factory=list)
     episodes: list[Episode] = field(default_factory=list)
     skipped: int = 0
     failures: list[tuple[str, int, str]] = field(default_factory=list)
@@ -42,11 +47,24 @@ class RolloutBatchReport:
 
     @property
     def model_seconds(self) -> float:
-        return sum(e.model_seconds for e in self.episodes)
+        return sum(e.model_seconds for e in self.finished)
+
+    @property
+    def busy_seconds(self) -> float:
+        return sum(e.seconds for e in self.finished)
 
     @property
     def success_rate(self) -> float:
-        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+        return sum(e.success for e in self.finished) / len(self.finished) if self.finished else 0.0
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    task_id: str
+    sample_index: int
+    success: bool
+    seconds: float
+    model_seconds: float
 
 
 def pin(task_id: str, servers: int) -> int:
@@ -77,6 +95,7 @@ async def run_rollouts(
     interface: InterfaceVersion | None = None,
     mode: Literal["train", "eval"] = "train",
     policy_version: str = "base",
+    keep_episodes: bool = True,
 ) -> RolloutBatchReport:
     """Roll out `samples` episodes of every task (a GRPO group each), `concurrency` at once.
 
@@ -149,18 +168,28 @@ async def run_rollouts(
                     episode = Episode.model_validate(result["episode"])
                     store.write_episode(episode)
                     await saver.adelete_thread(thread)
-                    report.episodes.append(episode)
+                    report.finished.append(
+                        EpisodeSummary(
+                            episode.task_id,
+                            episode.sample_index,
+                            episode.success,
+                            episode.seconds,
+                            episode.model_seconds,
+                        )
+                    )
+                    if keep_episodes:
+                        report.episodes.append(episode)
                 except Exception as exc:  # counted against max_exceptions, then raised
                     report.failures.append((task_id, sample, f"{type(exc).__name__}: {exc}"))
                     if len(report.failures) > max_exceptions:
                         raise
                 finally:
-                    wins = sum(e.success for e in report.episodes)
+                    wins = sum(e.success for e in report.finished)
                     progress.update(
                         bar,
                         advance=1,
                         description=(
-                            f"{environment.name} · success {wins}/{len(report.episodes)}"
+                            f"{environment.name} · success {wins}/{len(report.finished)}"
                             + (f" · failed {len(report.failures)}" if report.failures else "")
                         ),
                     )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from seal_graph.diagnosis import TurnDiagnosis
-from seal_graph.errors import ConfigError
+from seal_graph.errors import ConfigError, StoreError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
 
@@ -69,14 +69,18 @@ def _dumps(value: Any) -> str:
 class TraceStore:
     """A SQLite trace store at `path` (created on first use)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, lock_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
+        self.lock_timeout_s = lock_timeout_s
         if self.path.is_dir():
             raise ConfigError(f"trace store path {self.path} is a directory; give a file path")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = sqlite3.connect(
-                self.path, timeout=30.0, check_same_thread=False, isolation_level=None
+                self.path,
+                timeout=lock_timeout_s,
+                check_same_thread=False,
+                isolation_level=None,
             )
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -108,9 +112,30 @@ class TraceStore:
                     else:
                         self._conn.execute(sql, params)
                 self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+            except BaseException as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise self._explain(exc) from exc
                 raise
+
+    def _explain(self, exc: sqlite3.OperationalError) -> Exception:
+        """A write failure in words: what happened, that nothing half-written remains,
+        and what to do."""
+        text = str(exc)
+        kept = "Episodes committed before this one are intact; nothing of this one was written."
+        if "locked" in text or "busy" in text:
+            return StoreError(
+                f"the trace store {self.path} is locked by another process (waited "
+                f"{self.lock_timeout_s:g} s). {kept} Stop the other writer (another run on "
+                "the same --out?) and rerun the same command to resume."
+            )
+        if "full" in text:
+            return StoreError(
+                f"no space left for the trace store {self.path} ({text}). {kept} Free disk "
+                "space (or move the run with --out) and rerun the same command to resume."
+            )
+        return exc
 
     def ensure_run(self, run_id: str, env: str, config: dict[str, Any] | None = None) -> None:
         self._write(

@@ -24,3 +24,19 @@ def tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(ensure_bundled_model())
+
+
+@pytest.fixture
+def record_reliability(request):
+    """Record a fault test's numbers (faults injected, cases tried, episodes lost) for
+    `benchmarks/reliability.py`, which sets SEAL_GRAPH_RELIABILITY_LOG; else a no-op."""
+    import json
+    import os
+
+    def record(**numbers: float) -> None:
+        path = os.environ.get("SEAL_GRAPH_RELIABILITY_LOG")
+        if path:
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"test": request.node.nodeid, **numbers}) + "\n")
+
+    return record

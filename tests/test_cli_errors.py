@@ -111,3 +111,17 @@ def test_the_api_key_goes_by_environment_and_dev_routes_stay_on_loopback() -> No
     exposed = server_environment(ServerSettings(host="0.0.0.0"), "cpu", "k")
     assert "VLLM_SERVER_DEV_MODE" not in exposed  # unauthenticated reload routes: never
     assert ServerSettings(host="::1").loopback and not ServerSettings(host="10.0.0.2").loopback
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("train", "--env", "no-such-env"), "unknown environment 'no-such-env'"),
+        (("eval", "--env", "no-such-env"), "unknown environment 'no-such-env'"),
+        (("train", "--config", "/no/such.toml"), "config file /no/such.toml does not exist"),
+        (("train", "--preset", "cpu", "--algo", "dpo"), "algo: Input should be"),
+        (("train", "--resume", "--out", "/no/such/run"), "--resume needs --out"),
+    ],
+)
+def test_bad_training_and_eval_input(args: tuple[str, ...], needle: str) -> None:
+    assert_clean_failure(run_cli(*args), needle)

@@ -10,6 +10,7 @@ from fake_models import call, scripted
 from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool
 
+from seal_graph.diagnosis import diagnose_episode
 from seal_graph.environment import Task
 from seal_graph.graphs.rollout import RolloutContext, graph
 from seal_graph.records import Episode, Verdict
@@ -110,6 +111,8 @@ async def test_step_limit_cuts_a_looping_turn_with_fake_model() -> None:
     episode = await rollout(toy_env(), model, step_limit=3)
     assert [t.hit_step_limit for t in episode.turns] == [True, False]
     assert [t.steps for t in episode.turns] == [3, 1]
+    cut = diagnose_episode(episode)[0]  # the cut turn is labelled, the cut is evidence
+    assert cut.label and cut.evidence["hit_step_limit"] is True
 
 
 async def test_reference_calls_solve_kv_calc_with_fake_model() -> None:

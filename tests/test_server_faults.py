@@ -54,7 +54,9 @@ def _integrity(store: TraceStore) -> str:
         return conn.execute("PRAGMA integrity_check").fetchone()[0]
 
 
-def test_killed_server_is_restarted_and_no_episode_is_lost(supervised, tmp_path) -> None:
+def test_killed_server_is_restarted_and_no_episode_is_lost(
+    supervised, tmp_path, record_reliability
+) -> None:
     store = TraceStore(tmp_path / "traces.sqlite")
 
     def kill() -> None:
@@ -69,6 +71,7 @@ def test_killed_server_is_restarted_and_no_episode_is_lost(supervised, tmp_path)
         len(e.turns) == len(get_environment("kv-calc").task(e.task_id).turns) for e in episodes
     )
     assert _integrity(store) == "ok"
+    record_reliability(faults_injected=1, episodes_expected=8, episodes_lost=8 - len(episodes))
 
 
 def test_a_server_that_stays_down_ends_the_batch_clearly(supervised, tmp_path, monkeypatch) -> None:

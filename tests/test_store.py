@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from seal_graph.errors import ConfigError
+from seal_graph.errors import ConfigError, StoreError
 from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
 from seal_graph.store import TraceStore
 
@@ -99,3 +99,32 @@ def test_a_corrupt_file_is_a_clear_error(tmp_path) -> None:
     bad.write_bytes(b"this is not a database" * 100)
     with pytest.raises(ConfigError, match="cannot open the trace store"):
         TraceStore(bad)
+
+
+def test_a_locked_store_is_a_clear_error_and_loses_nothing(tmp_path) -> None:
+    store = TraceStore(tmp_path / "traces.sqlite", lock_timeout_s=0.2)
+    store.ensure_run("run", "toy")
+    store.write_episode(make_episode("t1"))
+    other = sqlite3.connect(tmp_path / "traces.sqlite", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(StoreError, match=r"locked by another process.*rerun the same command"):
+        store.write_episode(make_episode("t2"))
+    other.execute("ROLLBACK")
+    other.close()
+    store.write_episode(make_episode("t2"))  # the lock is gone: the same write goes through
+    assert store.count("run") == 2
+
+
+def test_a_full_disk_is_a_clear_error_and_keeps_committed_episodes(tmp_path) -> None:
+    store = TraceStore(tmp_path / "traces.sqlite")
+    store.ensure_run("run", "toy")
+    store.write_episode(make_episode("t1"))
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages + 2}")  # a disk with 8 KiB left
+    huge = make_episode("t2").model_copy(
+        update={"messages": [{"role": "user", "content": "x" * 200_000}]}
+    )
+    with pytest.raises(StoreError, match=r"no space left.*intact"):
+        store.write_episode(huge)
+    assert store.count("run") == 1 and store.episodes("run")[0].task_id == "t1"
+    assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

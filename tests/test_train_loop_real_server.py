@@ -70,6 +70,7 @@ def test_one_iteration_swaps_verified_weights_and_refuses_a_corrupt_adapter(
         assert max(abs(a - b) for a, b in zip(served, expected, strict=True)) < 0.05
     finally:
         resources.close()
+    assert_no_secret(tmp_path, lora_server.endpoint.api_key)
 
 
 def test_one_coevolve_dpo_iteration_serves_both_agents(lora_server: ModelServer, tmp_path) -> None:
@@ -112,3 +113,12 @@ def test_one_coevolve_dpo_iteration_serves_both_agents(lora_server: ModelServer,
         assert {"seal-agent", dpo_loop.FAILURE_NAME} <= served
     finally:
         resources.close()
+    assert_no_secret(tmp_path, lora_server.endpoint.api_key)
+
+
+def assert_no_secret(run_dir, key: str) -> None:
+    """The API key appears in no file a run writes (traces, metrics, adapters, logs)."""
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert files
+    leaked = [p for p in files if key.encode() in p.read_bytes()]
+    assert leaked == []

@@ -118,6 +118,7 @@ def failure_rollout(
             interface=interface,
             policy_version=f"failure-{resources.failure_served}",
             checkpoint_path=resources.run_dir / "rollouts.checkpoints.sqlite",
+            keep_episodes=False,
         )
     )
     episodes = resources.store.episodes(failure_batch_id(resources, iteration))

@@ -73,6 +73,7 @@ def rollout(
             interface=interface,
             policy_version=f"step-{served_version}",
             checkpoint_path=resources.run_dir / "rollouts.checkpoints.sqlite",
+            keep_episodes=False,
         )
     )
     episodes = resources.store.episodes(batch_run_id(resources, iteration))
@@ -304,6 +305,7 @@ def evaluate(resources: LoopResources, iteration: int) -> dict[str, Any]:
             mode="eval",
             policy_version=f"step-{resources.policy.version}",
             checkpoint_path=resources.run_dir / "rollouts.checkpoints.sqlite",
+            keep_episodes=False,
         )
     )
     episodes = resources.store.episodes(run_id)
