@@ -12,10 +12,21 @@ def test_every_reference_solution_scores_one() -> None:
     env = make_env()
 
     async def all_tasks():
-        return [await replay_reference(env, t) for s in ("train", "test") for t in env.tasks(s)]
+        splits = ("train", "test", "ood")
+        return [await replay_reference(env, t) for s in splits for t in env.tasks(s)]
 
     verdicts = asyncio.run(all_tasks())
-    assert len(verdicts) == 96 and all(v.reward == 1.0 for v in verdicts)
+    assert len(verdicts) == 128 and all(v.reward == 1.0 for v in verdicts)
+
+
+def test_the_ood_split_chains_both_operations_in_four_turns() -> None:
+    env = make_env()
+    for task in env.tasks("ood"):
+        tools = {c["name"] for calls in task.reference for c in calls}
+        assert len(task.turns) == 4 and {"add", "multiply"} <= tools
+    for task in env.tasks("train"):  # training tasks never chain both
+        tools = {c["name"] for calls in task.reference for c in calls}
+        assert not {"add", "multiply"} <= tools
 
 
 def test_wrong_value_or_skipped_turn_scores_zero() -> None:

@@ -102,9 +102,40 @@ def _task(rng: random.Random, task_id: str) -> Task:
     return Task(id=task_id, turns=turns, system_prompt=SYSTEM_PROMPT, reference=reference)
 
 
-def generate_tasks(count: int, seed: int, prefix: str) -> list[Task]:
+def _chain_task(rng: random.Random, task_id: str) -> Task:
+    """Out of distribution: four turns chaining both operations (training tasks use one)."""
+    k1, k2, k3, k4 = rng.sample(_KEYS, 4)
+    a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(2, 9)
+    turns = [
+        f"Store {a} under the key '{k1}'.",
+        f"Add {b} to the value of '{k1}' and store the result under '{k2}'.",
+        f"Multiply the value of '{k2}' by {c} and store the result under '{k3}'.",
+        f"Store the value of '{k3}' under '{k4}' as well.",
+    ]
+    reference = [
+        [{"name": "set_value", "args": {"key": k1, "value": a}}],
+        [
+            {"name": "get_value", "args": {"key": k1}},
+            {"name": "add", "args": {"a": a, "b": b}},
+            {"name": "set_value", "args": {"key": k2, "value": a + b}},
+        ],
+        [
+            {"name": "get_value", "args": {"key": k2}},
+            {"name": "multiply", "args": {"a": a + b, "b": c}},
+            {"name": "set_value", "args": {"key": k3, "value": (a + b) * c}},
+        ],
+        [
+            {"name": "get_value", "args": {"key": k3}},
+            {"name": "set_value", "args": {"key": k4, "value": (a + b) * c}},
+        ],
+    ]
+    return Task(id=task_id, turns=turns, system_prompt=SYSTEM_PROMPT, reference=reference)
+
+
+def generate_tasks(count: int, seed: int, prefix: str, chained: bool = False) -> list[Task]:
     rng = random.Random(seed)
-    return [_task(rng, f"{prefix}_{index}") for index in range(count)]
+    make = _chain_task if chained else _task
+    return [make(rng, f"{prefix}_{index}") for index in range(count)]
 
 
 def reference_states(task: Task) -> list[dict[str, float]]:
@@ -135,13 +166,15 @@ def verify(task: Task, state: KVState, episode: Episode) -> Verdict:
     return Verdict(reward=float(success), success=success, turn_evidence=evidence)
 
 
-def make_env(train: int = 64, test: int = 32) -> LangChainToolEnv:
-    """The `kv-calc` environment (train and test tasks from different seeds)."""
+def make_env(train: int = 64, test: int = 32, ood: int = 32) -> LangChainToolEnv:
+    """The `kv-calc` environment: train and test tasks from different seeds, and an
+    out-of-distribution split of longer chains combining both operations."""
     return from_langchain_tools(
         "kv-calc",
         tasks={
             "train": generate_tasks(train, seed=0, prefix="kv_train"),
             "test": generate_tasks(test, seed=1, prefix="kv_test"),
+            "ood": generate_tasks(ood, seed=2, prefix="kv_ood", chained=True),
         },
         make_state=lambda task: KVState(),
         tools=make_tools,
