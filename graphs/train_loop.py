@@ -79,18 +79,20 @@ def _brief(metrics: dict[str, Any]) -> str:
 
 def baseline_eval(state: LoopState) -> dict[str, Any]:
     resources = resources_for(state["run_dir"])
-    result = loop.evaluate(resources, -1)
-    console.print(
-        f"[bold]baseline[/] success on {resources.config.eval.split}: "
-        f"{result['success']:.0%} ({result['episodes']} tasks)"
-    )
-    return {
-        "baseline": result,
+    start = {
         "iteration": 0,
         "served_version": 0,
         "interface": BASE_INTERFACE.model_dump(),
         "rho": dict(resources.config.weighting.rho),
     }
+    if not resources.config.eval.baseline:
+        return {"baseline": {}, **start}
+    result = loop.evaluate(resources, -1)
+    console.print(
+        f"[bold]baseline[/] success on {resources.config.eval.split}: "
+        f"{result['success']:.0%} ({result['episodes']} tasks)"
+    )
+    return {"baseline": result, **start}
 
 
 def warm_start(state: LoopState) -> dict[str, Any]:
@@ -171,7 +173,13 @@ def evaluate(state: LoopState) -> dict[str, Any]:
     last = state["iteration"] + 1 == resources.config.iterations
     if (state["iteration"] + 1) % settings.every and not last:
         return {}
-    return _stage(state, "evaluate", loop.evaluate(resources, state["iteration"]))
+    metrics = loop.evaluate(resources, state["iteration"])
+    if last:
+        for split in settings.final_splits:
+            metrics[f"{split}_success"] = loop.evaluate(resources, state["iteration"], split)[
+                "success"
+            ]
+    return _stage(state, "evaluate", metrics)
 
 
 def finish(state: LoopState) -> dict[str, Any]:

@@ -45,6 +45,11 @@ class EvalSettings(BaseModel):
     split: str = "test"
     every: int = Field(default=1, ge=1)
     limit: int | None = Field(default=16, ge=1)
+    baseline: bool = Field(default=True, description="Evaluate before any training.")
+    final_splits: list[str] = Field(
+        default_factory=list,
+        description="More splits evaluated after the last iteration (e.g. kv-calc's 'ood').",
+    )
     max_tokens: int = Field(default=96, ge=1)
 
 

@@ -283,13 +283,13 @@ def warm_start(resources: LoopResources) -> dict[str, Any]:
     }
 
 
-def evaluate(resources: LoopResources, iteration: int) -> dict[str, Any]:
-    """Greedy rollouts of the eval split on the base interface."""
+def evaluate(resources: LoopResources, iteration: int, split: str | None = None) -> dict[str, Any]:
+    """Greedy rollouts of the eval split (or `split`) on the base interface."""
     settings = resources.config.eval
     env = registry.get_environment(resources.config.env)
-    tasks = select_tasks(env, settings.split, None, settings.limit)
+    tasks = select_tasks(env, split or settings.split, None, settings.limit)
     began = time.perf_counter()
-    run_id = f"{resources.run_id}/eval{iteration}"
+    run_id = f"{resources.run_id}/eval{iteration}" + (f"-{split}" if split else "")
     asyncio.run(
         run_rollouts(
             env,

@@ -185,7 +185,12 @@ def write_report(
             if warm
             else ""
         )
-        + f" -> {_pct(last_eval)} after RL**.",
+        + f" -> {_pct(last_eval)} after RL**."
+        + "".join(
+            f" After training on the `{split}` split: **{_pct(_get(history[-1], 'evaluate', f'{split}_success'))}**."  # noqa: E501
+            for split in config.eval.final_splits
+            if history
+        ),
         "",
         "![success](success.png) ![labels](labels.png) ![advantages](advantages.png)",
         "",
