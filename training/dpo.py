@@ -172,7 +172,7 @@ def dpo_step(
         use_cpu=not torch.cuda.is_available(),
         bf16=False,
         remove_unused_columns=False,
-        disable_tqdm=True,
+        disable_tqdm=False,  # a round is minutes on CPU: show it
         seed=seed,
     )
     trainer = TrajectoryDPOTrainer(
