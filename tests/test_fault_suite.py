@@ -68,9 +68,12 @@ def test_loop_killed_at_seven_points_loses_nothing(tmp_path, record_reliability)
         unique = db.execute("SELECT COUNT(DISTINCT episode_id) FROM episodes").fetchone()[0]
     expected = {"run/eval-1": 2, "run/it0": 4, "run/eval0": 2, "run/it1": 4, "run/eval1": 2}
     assert runs == expected and unique == sum(expected.values())
-    steps = sum(len(re.findall(r"iteration \d+ train:", text)) for text in outputs)
-    recomputed = steps - 2  # two iterations, one optimiser step each
-    assert 0 <= recomputed <= 1  # only the kill right after a train stage recomputes
+    per_attempt = [re.findall(r"iteration \d+ train:", text) for text in outputs]
+    recomputed = sum(map(len, per_attempt)) - 2  # two iterations, one optimiser step each
+    # A kill after a step but before its swap is checkpointed recomputes that one step
+    # (its optimiser state died with the process); no other kill recomputes any.
+    at_risk = sum(m in ("iteration 0 train:", "iteration 0 swap:") for m in KILL_AFTER[:kills])
+    assert 0 <= recomputed <= at_risk, per_attempt
     record_reliability(
         faults_injected=kills,
         episodes_expected=sum(expected.values()),
