@@ -133,7 +133,8 @@ def write_report(results: list[dict], records: list[dict], memory: dict, args: s
     ]
     for r in results:
         area = SUITE.get(r["file"], r["file"])
-        lines.append(f"| {area} | `{r['name']}` | {r['outcome']} | {r['seconds']:.1f} |")
+        name = r["name"].replace("`", "'").replace("|", "\\|").replace("\n", "\\n")
+        lines.append(f"| {area} | `{name}` | {r['outcome']} | {r['seconds']:.1f} |")
     path = ROOT / "docs/results/reliability.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from datasets import Dataset
@@ -34,6 +34,7 @@ from trl import DPOConfig, DPOTrainer
 from trl.trainer.dpo_trainer import DataCollatorForPreference
 
 from seal_graph.training.preferences import PreferencePair, prompt_length
+from seal_graph.training.sft import use_bf16
 from seal_graph.training.trajectories import tokenize_trajectory
 
 
@@ -53,6 +54,11 @@ class DPOSettings(BaseModel):
         default=4, ge=1, description="Failure-agent rollouts per task (coevolve-dpo)."
     )
     failure_pairs_per_task: int = Field(default=4, ge=1)
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        default="auto",
+        description="auto = bf16 autocast where the hardware has bf16 kernels (as the warm "
+        "start); the reference is computed under the same precision as the policy.",
+    )
 
     def beta(self, iteration: int) -> float:
         return self.beta_first if iteration == 0 else self.beta_later
@@ -117,16 +123,23 @@ def pair_rows(
 
 @torch.no_grad()
 def reference_logps(
-    model: Any, collator: AgentTokenCollator, rows: list[dict[str, Any]], micro_batch: int
+    model: Any,
+    collator: AgentTokenCollator,
+    rows: list[dict[str, Any]],
+    micro_batch: int,
+    bf16: bool = False,
 ) -> list[dict[str, Any]]:
     """Rows with the current policy's summed agent-token logps (the DPO reference)."""
     model.eval()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     out = []
     for start in range(0, len(rows), micro_batch):
         chunk = rows[start : start + micro_batch]
         batch = collator.torch_call([dict(r) for r in chunk])
         ids = batch["input_ids"]
-        logits = model(input_ids=ids, attention_mask=batch["attention_mask"]).logits[:, :-1]
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(input_ids=ids, attention_mask=batch["attention_mask"]).logits
+        logits = logits[:, :-1]
         logps = torch.log_softmax(logits.float(), dim=-1).gather(2, ids[:, 1:, None])[..., 0]
         sums = (logps * batch["completion_mask"][:, 1:]).sum(1)
         chosen, rejected = sums.chunk(2)
@@ -155,7 +168,8 @@ def dpo_step(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     collator = AgentTokenCollator(pad_token_id=tokenizer.pad_token_id)
-    rows = reference_logps(model, collator, rows, settings.micro_batch)
+    bf16 = use_bf16(settings.precision)
+    rows = reference_logps(model, collator, rows, settings.micro_batch, bf16)
     micro = min(settings.micro_batch, len(rows))
     args = DPOConfig(
         output_dir=str(output_dir),
@@ -170,7 +184,7 @@ def dpo_step(
         report_to="none",
         save_strategy="no",
         use_cpu=not torch.cuda.is_available(),
-        bf16=False,
+        bf16=bf16,
         remove_unused_columns=False,
         disable_tqdm=False,  # a round is minutes on CPU: show it
         seed=seed,
