@@ -185,7 +185,7 @@ def write_report(
             if warm
             else ""
         )
-        + f" -> {_pct(last_eval)} after RL**."
+        + f" -> {_pct(last_eval)} after training**."
         + "".join(
             f" After training on the `{split}` split: **{_pct(_get(history[-1], 'evaluate', f'{split}_success'))}**."  # noqa: E501
             for split in config.eval.final_splits
