@@ -34,7 +34,7 @@ from trl import DPOConfig, DPOTrainer
 from trl.trainer.dpo_trainer import DataCollatorForPreference
 
 from seal_graph.training.preferences import PreferencePair, prompt_length
-from seal_graph.training.sft import use_bf16
+from seal_graph.training.sft import release_mixed_precision, use_bf16
 from seal_graph.training.trajectories import tokenize_trajectory
 
 
@@ -198,6 +198,7 @@ def dpo_step(
     )
     trainer.precompute_ref_logps = True  # the rows carry the reference (see above)
     result = trainer.train()
+    release_mixed_precision(trainer)
     logged = [entry for entry in trainer.state.log_history if "rewards/margins" in entry]
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
     metrics.update(
