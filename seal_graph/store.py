@@ -115,11 +115,14 @@ class TraceStore:
             except BaseException as exc:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise self._explain(exc) from exc
+                explained = (
+                    self._explain(exc) if isinstance(exc, sqlite3.OperationalError) else None
+                )
+                if explained is not None:
+                    raise explained from exc
                 raise
 
-    def _explain(self, exc: sqlite3.OperationalError) -> Exception:
+    def _explain(self, exc: sqlite3.OperationalError) -> StoreError | None:
         """A write failure in words: what happened, that nothing half-written remains,
         and what to do."""
         text = str(exc)
@@ -135,7 +138,7 @@ class TraceStore:
                 f"no space left for the trace store {self.path} ({text}). {kept} Free disk "
                 "space (or move the run with --out) and rerun the same command to resume."
             )
-        return exc
+        return None  # not one we can explain: the original error goes up as it is
 
     def ensure_run(self, run_id: str, env: str, config: dict[str, Any] | None = None) -> None:
         self._write(

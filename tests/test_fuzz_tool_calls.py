@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool
+from test_tool_execution import _add, _boom
 
 from seal_graph.diagnosis import diagnose_episode
 from seal_graph.environment import Task
@@ -58,19 +59,9 @@ names = st.sampled_from(["add", "echo", "boom", "", "__import__", "eval", "add;r
 )
 
 
-def _add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
 def _echo(text: str) -> str:
     """Repeat the text (a tool result that may carry an injection)."""
     return text
-
-
-def _boom() -> str:
-    """Always fails."""
-    raise RuntimeError("backend exploded")
 
 
 TOOLS = {

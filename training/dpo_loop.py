@@ -31,6 +31,7 @@ from seal_graph.training.dpo import dpo_step, pair_rows
 from seal_graph.training.loop import batch_run_id, default_probe, iteration_tasks, mean
 from seal_graph.training.policy import Policy
 from seal_graph.training.preferences import (
+    PreferencePair,
     Trajectory,
     failure_pairs,
     from_episode,
@@ -171,29 +172,13 @@ def train(resources: LoopResources, iteration: int) -> dict[str, Any]:
         pairs = failure_pairs(
             target_failures + negatives, config.dpo.failure_pairs_per_task, config.seed
         )
-        stepped = dpo_step(
-            resources.failure.model,
-            resources.failure.tokenizer,
-            pair_rows(resources.failure.tokenizer, pairs, tools.__getitem__),
-            config.dpo,
-            beta,
-            resources.run_dir / "dpo-failure",
-            config.seed,
-        )
+        stepped = _dpo_round(resources, resources.failure, pairs, tools, beta, "dpo-failure")
         if stepped["pairs"]:
             resources.failure.version += 1
             resources.failure.save_adapter(_failure_dir(resources, resources.failure.version))
         metrics["failure_agent"] = _dpo_summary(stepped)
     pairs = target_pairs(chosen_trajectories(resources, target_episodes, system), negatives)
-    stepped = dpo_step(
-        resources.policy.model,
-        resources.policy.tokenizer,
-        pair_rows(resources.policy.tokenizer, pairs, tools.__getitem__),
-        config.dpo,
-        beta,
-        resources.run_dir / "dpo-target",
-        config.seed,
-    )
+    stepped = _dpo_round(resources, resources.policy, pairs, tools, beta, "dpo-target")
     if stepped["pairs"]:
         resources.policy.version += 1
         resources.policy.save_adapter(resources.adapter_dir(resources.policy.version))
@@ -206,6 +191,28 @@ def train(resources: LoopResources, iteration: int) -> dict[str, Any]:
         **metrics,
         "seconds": time.perf_counter() - began,
     }
+
+
+def _dpo_round(
+    resources: LoopResources,
+    policy: Policy,
+    pairs: list[PreferencePair],
+    tools: dict[str, list[dict]],
+    beta: float,
+    name: str,
+) -> dict[str, float]:
+    """One DPO round of `policy` (target or failure agent) on `pairs`."""
+    rows = pair_rows(policy.tokenizer, pairs, tools.__getitem__)
+    config = resources.config
+    return dpo_step(
+        policy.model,
+        policy.tokenizer,
+        rows,
+        config.dpo,
+        beta,
+        resources.run_dir / name,
+        config.seed,
+    )
 
 
 def negative_statistics(negatives: list[Trajectory]) -> dict[str, float]:
