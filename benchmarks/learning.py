@@ -286,6 +286,23 @@ def write_report(args: argparse.Namespace, base: dict, warm: dict, runs: list[di
     return path
 
 
+def report_only(args: argparse.Namespace) -> None:
+    """The report from what a (possibly interrupted) benchmark left under --out."""
+    pieces = [args.out / "base.json", args.out / "warm-start.json"]
+    missing = [str(p) for p in pieces if not p.exists()]
+    if missing:
+        sys.exit(
+            f"no finished reference evaluations ({', '.join(missing)}): run without "
+            "--report-only first"
+        )
+    base, warm = (json.loads(p.read_text(encoding="utf-8")) for p in pieces)
+    files = [args.out / f"{m}-s{s}.json" for m, s in schedule(args.methods, args.seeds)]
+    runs = [json.loads(f.read_text(encoding="utf-8")) for f in files if f.exists()]
+    if not runs:
+        sys.exit(f"no finished runs under {args.out}: run without --report-only first")
+    print(f"wrote {write_report(args, base, warm, runs)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"Only {QUICK}, one seed.")
@@ -300,10 +317,23 @@ def main() -> None:
     parser.add_argument("--eval-limit", type=int, default=8)
     parser.add_argument("--warm-start-steps", type=int, default=24)
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="Rewrite the report from the finished runs under --out; start nothing.",
+    )
     args = parser.parse_args()
-    args.command = " ".join(sys.argv[1:])
+    args.command = " ".join(a for a in sys.argv[1:] if a != "--report-only")
     if args.quick:
         args.methods, args.seeds = QUICK, args.seeds[:1]
+    if args.iterations < 3 and "seal-no-closed-loop" in args.methods:
+        # Without the closed loop the interface is frozen after the first diagnosis; in
+        # two iterations SEAL evolves it only once too, so the runs would be identical.
+        print("seal-no-closed-loop skipped: it differs from seal only from 3 iterations on")
+        args.methods.remove("seal-no-closed-loop")
+    if args.report_only:
+        report_only(args)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     base_eval = partial(evaluate_model, None, args.eval_limit, args.out / "eval-base")
     base = cached(args.out / "base.json", base_eval)
