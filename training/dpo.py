@@ -197,8 +197,15 @@ def dpo_step(
         data_collator=collator,
     )
     trainer.precompute_ref_logps = True  # the rows carry the reference (see above)
-    result = trainer.train()
-    release_mixed_precision(trainer)
+    try:
+        result = trainer.train()
+    finally:
+        release_mixed_precision(trainer)
+        # TRL copies the policy's adapter into a "ref" adapter for PEFT models; the rows
+        # carry the reference, so it is unused, and left behind it makes the next round's
+        # trainer fail ("Adapter with name 'ref' already exists") and gets saved.
+        if "ref" in getattr(model, "peft_config", {}):
+            model.delete_adapter("ref")
     logged = [entry for entry in trainer.state.log_history if "rewards/margins" in entry]
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
     metrics.update(

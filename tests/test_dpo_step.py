@@ -1,0 +1,64 @@
+"""A DPO round on the policy's LoRA adapter, as the loop runs one per iteration: after a
+bf16-autocast round the policy computes logprobs in float32 again (accelerate leaves an
+autocast wrapper on `forward`; swap probes would then disagree with the float32 server),
+and a second round on the same policy trains (TRL's leftover reference adapter once made
+it fail)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seal_graph.bundled_model import ensure_bundled_model
+from seal_graph.training.dpo import DPOSettings, dpo_step
+from seal_graph.training.policy import LoraSettings, Policy
+from seal_graph.training.sft import use_bf16
+
+
+@pytest.fixture
+def policy() -> Policy:
+    return Policy(ensure_bundled_model(), LoraSettings(r=4, alpha=8))
+
+
+def pair(policy: Policy) -> tuple[list[int], list[int], dict[str, Any]]:
+    """Prompt ids, chosen ids and the preference row 'yes' over 'no'."""
+    prompt = policy.tokenizer("Is fire hot?", add_special_tokens=False)["input_ids"]
+    yes = policy.tokenizer(" yes<|im_end|>", add_special_tokens=False)["input_ids"]
+    no = policy.tokenizer(" no<|im_end|>", add_special_tokens=False)["input_ids"]
+    row = {
+        "prompt_ids": prompt,
+        "chosen_ids": yes,
+        "rejected_ids": no,
+        "chosen_mask": [1] * len(yes),
+        "rejected_mask": [1] * len(no),
+    }
+    return prompt, yes, row
+
+
+@pytest.mark.skipif(not use_bf16("auto"), reason="no bf16 kernels on this CPU")
+def test_dpo_round_in_bf16_leaves_the_policy_in_float32(policy: Policy, tmp_path: Path) -> None:
+    prompt, yes, row = pair(policy)
+    before = policy.completion_logprobs(prompt, yes)
+    settings = DPOSettings(precision="bf16", learning_rate=1e-9, micro_batch=1, batch_pairs=1)
+    metrics = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.1, tmp_path)
+    assert metrics["pairs"] == 1
+    assert "_original_forward" not in policy.model.__dict__
+    after = policy.completion_logprobs(prompt, yes)
+    # lr 1e-9 leaves the weights as they were: float32 logprobs agree to float32 noise
+    assert max(abs(a - b) for a, b in zip(before, after, strict=True)) < 1e-4
+
+
+def test_second_dpo_round_on_the_same_policy_trains(policy: Policy, tmp_path: Path) -> None:
+    prompt, yes, row = pair(policy)
+    settings = DPOSettings(precision="fp32", learning_rate=1e-3, micro_batch=1, batch_pairs=1)
+    first = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.1, tmp_path / "r0")
+    after_first = policy.completion_logprobs(prompt, yes)
+    second = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.5, tmp_path / "r1")
+    assert first["pairs"] == second["pairs"] == 1
+    assert list(policy.model.peft_config) == ["default"]
+    assert policy.model.active_adapter == "default"
+    after_second = policy.completion_logprobs(prompt, yes)
+    # the second round moved the weights: 'yes' became more likely again
+    assert sum(after_second) > sum(after_first)
