@@ -34,6 +34,7 @@ from typing import Any
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.bundled_model import ensure_bundled_model
 from seal_graph.evaluation import select_tasks
+from seal_graph.labels import SUCCESS_LABELS
 from seal_graph.registry import get_environment
 from seal_graph.rollouts import run_rollouts
 from seal_graph.store import TraceStore
@@ -196,7 +197,7 @@ def plots(runs: list[dict[str, Any]], base: dict, warm: dict, out: Path) -> None
     plt.close(fig)
 
     seal = [r["labels"] for r in runs if r["method"] == "seal"]
-    labels = sorted({name for run in seal for it in run for name in it})
+    labels = sorted({name for run in seal for it in run for name in it} - SUCCESS_LABELS)
     fig, ax = plt.subplots(figsize=(7, 3.5))
     iterations = max((len(run) for run in seal), default=0)
     width = 0.8 / max(iterations, 1)
@@ -205,11 +206,19 @@ def plots(runs: list[dict[str, Any]], base: dict, warm: dict, out: Path) -> None
         positions = [j + (i - (iterations - 1) / 2) * width for j in range(len(labels))]
         ax.bar(positions, values, width, label=f"iteration {i + 1}")
     ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=7)
-    ax.set(ylabel="share of labelled turns", title="SEAL: failure labels per iteration")
+    ax.set(ylabel="share of all labelled turns", title="SEAL: failure labels per iteration")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "learning_labels.png", dpi=110)
     plt.close(fig)
+
+
+def steps_taken(run_dir: Path) -> int:
+    """Iterations of a run that stepped: a GRPO batch whose groups all succeeded or all
+    failed has no signal and takes no step (likely with few tasks per iteration)."""
+    metrics = run_dir / "metrics.jsonl"
+    rows = metrics.read_text(encoding="utf-8").splitlines() if metrics.exists() else []
+    return sum(bool(json.loads(row).get("train", {}).get("stepped")) for row in rows)
 
 
 def machine() -> str:
@@ -247,20 +256,23 @@ def write_report(args: argparse.Namespace, base: dict, warm: dict, runs: list[di
         "trains it by one DPO step. Evaluation: greedy, the base interface (never the evolved "
         f"one), the first {args.eval_limit} tasks of `test` and of `ood` (four-turn chains "
         "that use both `add` and `multiply`; no training task does). Seeds: "
-        f"{seeds}. Success in % (mean ± std over seeds); Δ = test minus the warm start.",
+        f"{seeds}. Success in % (mean ± std over seeds); Δ = test minus the warm start; one "
+        f"task is {100 / args.eval_limit:.1f} points.",
         "",
-        "| method | seeds | test | Δ test | ood | minutes per run |",
-        "|---|---|---|---|---|---|",
-        f"| base model | — | {100 * base['test']:.1f} | — | {100 * base['ood']:.1f} | — |",
-        f"| warm start | — | {100 * warm['test']:.1f} | 0 | {100 * warm['ood']:.1f} | — |",
+        "| method | seeds | test | Δ test | ood | optimiser steps taken | minutes per run |",
+        "|---|---|---|---|---|---|---|",
+        f"| base model | — | {100 * base['test']:.1f} | — | {100 * base['ood']:.1f} | — | — |",
+        f"| warm start | — | {100 * warm['test']:.1f} | 0 | {100 * warm['ood']:.1f} | — | — |",
     ]
     for method in dict.fromkeys(r["method"] for r in runs):
         mine = [r for r in runs if r["method"] == method]
         minutes = statistics.fmean(r["seconds"] for r in mine) / 60
         delta = 100 * (statistics.fmean(r["test"] for r in mine) - warm["test"])
+        steps = sum(steps_taken(args.out / f"{r['method']}-s{r['seed']}") for r in mine)
         lines.append(
             f"| {method} | {len(mine)} | {_mean_std([r['test'] for r in mine])} | "
-            f"{delta:+.1f} | {_mean_std([r['ood'] for r in mine])} | {minutes:.1f} |"
+            f"{delta:+.1f} | {_mean_std([r['ood'] for r in mine])} | "
+            f"{steps} of {args.iterations * len(mine)} | {minutes:.1f} |"
         )
     lines += [
         "",
