@@ -33,11 +33,9 @@ from typing import Any
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.bundled_model import ensure_bundled_model
-from seal_graph.evaluation import select_tasks
+from seal_graph.evaluation import evaluate
 from seal_graph.labels import SUCCESS_LABELS
 from seal_graph.registry import get_environment
-from seal_graph.rollouts import run_rollouts
-from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS: dict[str, dict[str, Any]] = {
@@ -64,29 +62,27 @@ def cached(path: Path, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate_model(model_dir: Path | None, limit: int, out: Path) -> dict[str, float]:
-    """Greedy success on each split for a checkpoint (its own server)."""
-    env = get_environment("kv-calc")
-    store = TraceStore(out / "traces.sqlite")
+    """Greedy success on each split for a checkpoint (its own server), with the `cpu`
+    preset's evaluation settings, as the loop evaluates every run."""
+    from seal_graph.training.config import load_config
+
+    config = load_config(None, "cpu")
     scores = {}
     with ModelServer.start(ServerSettings(model=str(model_dir) if model_dir else None)) as server:
         for split in SPLITS:
-            tasks = [t.id for t in select_tasks(env, split, None, limit)]
-            asyncio.run(
-                run_rollouts(
-                    env,
+            summary = asyncio.run(
+                evaluate(
+                    "kv-calc",
                     server.endpoint,
-                    tasks,
-                    store=store,
-                    run_id=split,
-                    temperature=0.0,
-                    max_tokens=96,
-                    step_limit=4,
-                    mode="eval",
-                    keep_episodes=False,
+                    split=split,
+                    out_dir=out / split,
+                    limit=limit,
+                    concurrency=config.rollout.concurrency,
+                    max_tokens=config.eval.max_tokens,
+                    step_limit=config.rollout.step_limit,
                 )
             )
-            episodes = store.episodes(split)
-            scores[split] = sum(e.success for e in episodes) / len(episodes)
+            scores[split] = summary.overall / 100
     return scores
 
 
