@@ -77,9 +77,7 @@ def evaluate_model(model_dir: Path | None, limit: int, out: Path) -> dict[str, f
                     split=split,
                     out_dir=out / split,
                     limit=limit,
-                    concurrency=config.rollout.concurrency,
-                    max_tokens=config.eval.max_tokens,
-                    step_limit=config.rollout.step_limit,
+                    settings=config.rollout.greedy(config.eval.max_tokens),
                 )
             )
             scores[split] = summary.overall / 100

@@ -26,6 +26,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from seal_graph.registry import get_environment
 from seal_graph.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 
 
@@ -89,9 +90,7 @@ def main() -> None:
             tasks,
             store=store,
             run_id="mem",
-            samples=samples,
-            concurrency=8,
-            step_limit=2,
+            settings=RolloutSettings(group_size=samples, concurrency=8, step_limit=2),
             show_progress=False,
             keep_episodes=False,
         )

@@ -32,8 +32,10 @@ import torch
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.bundled_model import ensure_bundled_model
+from seal_graph.records import TrainingSample
 from seal_graph.registry import get_environment
 from seal_graph.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,9 +50,7 @@ async def graph_rollouts(server: ModelServer, concurrency: int, store: TraceStor
         tasks,
         store=store,
         run_id=f"c{concurrency}",
-        concurrency=concurrency,
-        max_tokens=MAX_TOKENS,
-        step_limit=2,
+        settings=RolloutSettings(concurrency=concurrency, max_tokens=MAX_TOKENS, step_limit=2),
         show_progress=False,
     )
     calls = [c for e in report.episodes for c in e.llm_calls if c.completion_token_ids]
@@ -114,7 +114,8 @@ def bench_rollout(server: ModelServer, levels: list[int], work: Path) -> list[di
 
 
 def bench_swap(work: Path) -> dict:
-    from seal_graph.training.policy import LoraSettings, Policy
+    from seal_graph.training.policy import Policy
+    from seal_graph.training.settings import LoraSettings
     from seal_graph.training.weight_sync import Probe, WeightSync
 
     policy = Policy(ensure_bundled_model(), LoraSettings())
@@ -189,8 +190,9 @@ def bench_swap(work: Path) -> dict:
 def bench_grpo(samples: int = 16) -> dict:
     from trl import GRPOTrainer
 
-    from seal_graph.training.grpo import OptimConfig, grpo_step
-    from seal_graph.training.policy import LoraSettings, Policy
+    from seal_graph.training.grpo import grpo_step
+    from seal_graph.training.policy import Policy
+    from seal_graph.training.settings import LoraSettings, OptimConfig
     from seal_graph.training.sft import task_tools
 
     policy = Policy(ensure_bundled_model(), LoraSettings())
@@ -209,12 +211,12 @@ def bench_grpo(samples: int = 16) -> dict:
         prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
         completion = torch.randint(100, 20000, (40,), generator=generator).tolist()
         rows.append(
-            {
-                "prompt_token_ids": prompt,
-                "completion_token_ids": completion,
-                "completion_logprobs": policy.completion_logprobs(prompt, completion),
-                "advantage": 1.0 if i % 2 else -1.0,
-            }
+            TrainingSample(
+                prompt_token_ids=prompt,
+                completion_token_ids=completion,
+                completion_logprobs=policy.completion_logprobs(prompt, completion),
+                advantage=1.0 if i % 2 else -1.0,
+            )
         )
     config = OptimConfig(learning_rate=1e-5, beta=0.0, micro_batch=4)
     out = Path(tempfile.mkdtemp())

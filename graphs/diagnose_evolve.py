@@ -11,36 +11,34 @@ of what changed and why.
 
 from __future__ import annotations
 
-import asyncio
 import os
-from dataclasses import dataclass, field
 from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from seal_graph import registry
-from seal_graph.diagnosis import TurnDiagnosis, diagnose_batch, label_statistics, looks_like_error
+from seal_graph import evolution, registry
+from seal_graph.diagnosis import label_statistics
 from seal_graph.errors import ConfigError
-from seal_graph.interface import InterfaceConfig, InterfaceVersion, evolve
-from seal_graph.judge import judge_unverified
-from seal_graph.records import Episode
+from seal_graph.interface import InterfaceConfig, InterfaceVersion
+from seal_graph.records import Episode, TurnDiagnosis
+from seal_graph.settings import JudgeSettings
 from seal_graph.store import TraceStore
 
 
-@dataclass
-class EvolveContext:
-    """Settings of interface evolution (rendered by LangGraph Studio)."""
+class EvolveContext(BaseModel):
+    """Settings of interface evolution (LangGraph Studio renders every description)."""
 
-    config: InterfaceConfig = field(default_factory=InterfaceConfig)
-    """Switches and thresholds (the paper's values by default)."""
-    judge_base_url: str = ""
-    """Optional OpenAI-compatible endpoint of an LLM judge for `unverified` turns."""
-    judge_model: str = ""
-    """Model name of the judge."""
-    judge_api_key: str = field(default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""))
-    """API key of the judge endpoint."""
+    config: InterfaceConfig = Field(
+        default_factory=InterfaceConfig,
+        description="Switches and thresholds of interface evolution (the paper's values).",
+    )
+    judge: JudgeSettings = Field(
+        default_factory=JudgeSettings,
+        description="Optional LLM judge for `unverified` turns (empty base_url = none).",
+    )
 
 
 def _ctx(runtime: Runtime[EvolveContext]) -> EvolveContext:
@@ -101,12 +99,20 @@ def load_batch(state: EvolveState) -> dict[str, Any]:
         versions = {v.version: v for v in store.interfaces(state["run_id"])}
         current = versions.get(version, current)
         episodes = store.episodes(state["run_id"], interface_version=version)
+        rolled = store.rolled_interface_versions(state["run_id"])
     finally:
         store.close()
     if not episodes:
+        hint = (
+            f"; its episodes ran under version(s) {', '.join(map(str, rolled))}: diagnose "
+            f"one of those (--interface-version {rolled[-1]}), or roll out a batch under "
+            f"version {version} first (it was committed by an earlier evolve)"
+            if rolled
+            else "; it has no episodes at all: roll out a batch first"
+        )
         raise ConfigError(
             f"run {state['run_id']!r} has no episodes under interface version "
-            f"{version} in {state['store_path']}"
+            f"{version} in {state['store_path']}{hint}"
         )
     return {
         "episodes": [e.model_dump() for e in episodes],
@@ -116,31 +122,19 @@ def load_batch(state: EvolveState) -> dict[str, Any]:
 
 
 async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
-    ctx = _ctx(runtime)
-    judge = (
-        registry.chat_model(ctx.judge_base_url, ctx.judge_api_key, ctx.judge_model, 0.0, 256)
-        if ctx.judge_base_url and ctx.judge_model
-        else None
-    )
     episodes = [Episode.model_validate(data) for data in state["episodes"]]
-    labelled = await asyncio.to_thread(diagnose_batch, episodes)  # data files: off the loop
-    if judge is not None:
-        labelled = [(e, await judge_unverified(judge, e, d)) for e, d in labelled]
-    await asyncio.to_thread(_write_labels, state, labelled)
+    store = _store(state)
+    try:
+        labelled = await evolution.diagnose(
+            episodes, registry.task_of, registry.judge_model(_ctx(runtime).judge), store
+        )
+    finally:
+        store.close()
     return {
         "diagnoses": {
             e.episode_id: [d.model_dump() for d in diagnoses] for e, diagnoses in labelled
         }
     }
-
-
-def _write_labels(state: EvolveState, labelled: list[tuple[Episode, list[TurnDiagnosis]]]):
-    store = _store(state)
-    try:
-        for episode, diagnoses in labelled:
-            store.write_labels(episode.episode_id, diagnoses)
-    finally:
-        store.close()
 
 
 def aggregate(state: EvolveState) -> dict[str, Any]:
@@ -150,14 +144,7 @@ def aggregate(state: EvolveState) -> dict[str, Any]:
 
 def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
     current = InterfaceVersion.model_validate(state["current"])
-    pairs = _pairs(state)
-    errors = [
-        event.output
-        for episode, _ in pairs
-        for event in episode.tool_events
-        if looks_like_error(event)
-    ]
-    proposed = evolve(current, label_statistics(pairs), errors, _ctx(runtime).config)
+    proposed = evolution.propose(current, _pairs(state), _ctx(runtime).config)
     changed = proposed.version != current.version
     return {
         "proposed": proposed.model_dump(),

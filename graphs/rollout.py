@@ -12,11 +12,11 @@ turn; `verify` asks the environment's verifier for the reward and per-turn evide
 from __future__ import annotations
 
 import asyncio
+import functools
 import operator
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired
 
 import openai
@@ -31,50 +31,99 @@ from langchain_core.messages import (
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
-from seal_graph import registry, sessions
+from seal_graph import registry
 from seal_graph.client import served_tokens
 from seal_graph.diagnosis import looks_like_error
 from seal_graph.errors import ConfigError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
-from seal_graph.tool_execution import execute_tool_call, invalid_call_event
+from seal_graph.sessions import SessionPool, run_turn_calls
+from seal_graph.settings import RolloutSettings
+from seal_graph.store import TraceStore
+from seal_graph.tool_execution import invalid_call_event
 
 
-@dataclass
-class RolloutContext:
-    """Run-time settings of a rollout (rendered by LangGraph Studio)."""
+class RolloutContext(BaseModel):
+    """Run-time settings of a rollout (LangGraph Studio renders every field's description)."""
 
-    env: str = "kv-calc"
-    """Environment name: `kv-calc`, `bfcl`, `module:factory`, or one registered in Python."""
-    base_url: str = field(default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""))
-    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."""
-    api_key: str = field(default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""))
-    """API key of the endpoint."""
-    model: str = "seal-agent"
-    """Served model name."""
-    chat_model: Any = None
-    """A LangChain chat model to use instead of the endpoint above (Python only)."""
-    temperature: float = 1.0
-    """Sampling temperature (0 for evaluation)."""
-    max_tokens: int = 256
-    """Completion token limit per agent step."""
-    step_limit: int = 20
-    """Agent steps per user turn before the turn is cut."""
-    run_id: str = "adhoc"
-    """Run the episode belongs to (trace store key)."""
-    interface: InterfaceVersion | None = None
-    """Training interface version (None = the base interface)."""
-    mode: Literal["train", "eval"] = "train"
-    """`eval` refuses any interface but the base one."""
-    policy_version: str = "base"
-    """Which weights served the episode."""
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    env: str = Field(
+        default="kv-calc",
+        description="Environment: kv-calc, bfcl, 'package.module:factory', or a name "
+        "registered in Python.",
+    )
+    base_url: str = Field(
+        default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""),
+        description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+        "(default: $OPENAI_BASE_URL of the graph server).",
+    )
+    api_key: str = Field(
+        default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""),
+        description="API key of the endpoint (default: $SEAL_GRAPH_API_KEY of the graph "
+        "server; `seal-graph serve` prints it).",
+    )
+    model: str = Field(default="seal-agent", description="Served model name.")
+    settings: RolloutSettings = Field(
+        default_factory=RolloutSettings,
+        description="Sampling: temperature, completion tokens per step, steps per turn.",
+    )
+    run_id: str = Field(default="adhoc", description="Run the episode belongs to (trace store).")
+    store_path: str = Field(
+        default="",
+        description="Write the verified episode to this trace store (a SQLite file), so "
+        "that `diagnose_evolve` can read it; empty = do not store (batches store their "
+        "own).",
+    )
+    interface: InterfaceVersion | None = Field(
+        default=None, description="Training interface version (None = the base interface)."
+    )
+    mode: Literal["train", "eval"] = Field(
+        default="train", description="`eval` refuses any interface but the base one."
+    )
+    policy_version: str = Field(default="base", description="Which weights served the episode.")
+    chat_model: SkipJsonSchema[Any] = Field(
+        default=None,
+        exclude=True,
+        description="A LangChain chat model to use instead of the endpoint (Python only).",
+    )
+    sessions: SkipJsonSchema[SessionPool] = Field(
+        default_factory=SessionPool,
+        exclude=True,
+        description="Live environment sessions (Python only; a batch shares one pool).",
+    )
+
+    def require_model(self) -> None:
+        """Fail with the field to set when no model can be reached."""
+        if self.chat_model is not None:
+            return
+        if not self.base_url:
+            raise ConfigError(
+                "the rollout context has no `base_url`: set it to an OpenAI-compatible "
+                "endpoint (e.g. http://127.0.0.1:8000/v1, which `seal-graph serve` prints), "
+                "or start the graph server with OPENAI_BASE_URL set."
+            )
+        if not self.api_key:
+            raise ConfigError(
+                f"the rollout context has no `api_key` for {self.base_url}: set it to the "
+                "key `seal-graph serve` printed, or start the graph server with "
+                "SEAL_GRAPH_API_KEY set."
+            )
+
+
+@functools.cache
+def _default_context() -> RolloutContext:
+    """The context of a bare `graph.invoke` without one: defaults from the environment,
+    one session pool for all such runs (each episode's session is released by `verify`)."""
+    return RolloutContext()
 
 
 def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
-    """The run's context; defaults when none was given (e.g. a bare `graph.invoke`)."""
-    return runtime.context or RolloutContext()
+    return runtime.context or _default_context()
 
 
 class RolloutInput(TypedDict):
@@ -134,7 +183,7 @@ async def _environment(runtime: Runtime[RolloutContext], task_id: str):
 async def _session(state: RolloutState, runtime: Runtime[RolloutContext]):
     env, task = await _environment(runtime, state["task_id"])
     events = [ToolEvent.model_validate(e) for e in state.get("tool_events", [])]
-    session = await sessions.session_for(
+    session = await _ctx(runtime).sessions.session_for(
         state["episode_id"], env, task, events, len(state.get("turns", []))
     )
     return env, task, session
@@ -152,6 +201,7 @@ def _interface(ctx: RolloutContext) -> InterfaceVersion:
 
 
 async def begin(state: RolloutInput, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
+    _ctx(runtime).require_model()  # before anything runs: name the missing setting
     _, task = await _environment(runtime, state["task_id"])
     prompt = _interface(_ctx(runtime)).system_prompt(task.system_prompt)
     system = [SystemMessage(prompt)] if prompt else []
@@ -176,7 +226,7 @@ async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
     _, _, session = await _session(state, runtime)
     tools = _interface(ctx).tools(session.tools(state["turn"]))
     llm = ctx.chat_model or registry.chat_model(
-        ctx.base_url, ctx.api_key, ctx.model, ctx.temperature, ctx.max_tokens
+        ctx.base_url, ctx.api_key, ctx.model, ctx.settings.temperature, ctx.settings.max_tokens
     )
     began = time.perf_counter()
     try:
@@ -227,15 +277,10 @@ async def tools(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
     env, _, session = await _session(state, runtime)
     reply = state["messages"][-1]
     assert isinstance(reply, AIMessage)
-    available = {tool.name: tool for tool in session.tools(state["turn"])}
     step = state["step"] - 1
     interface = _interface(_ctx(runtime))
-    results = [
-        await execute_tool_call(
-            call, available, turn=state["turn"], step=step, timeout_s=env.tool_timeout_s
-        )
-        for call in reply.tool_calls  # in order: tools may share state
-    ]
+    calls = [(step, dict(call)) for call in reply.tool_calls]
+    results = await run_turn_calls(session, env, state["turn"], calls)
     results += [
         invalid_call_event(dict(raw), turn=state["turn"], step=step)
         for raw in reply.invalid_tool_calls
@@ -288,9 +333,20 @@ async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[
     try:
         verdict = await asyncio.to_thread(session.verify, episode)
     finally:
-        sessions.release(state["episode_id"])
+        _ctx(runtime).sessions.release(state["episode_id"])
     episode = episode.with_verdict(verdict)
+    if ctx.store_path:  # a single run (e.g. from Studio) feeds `diagnose_evolve` this way
+        await asyncio.to_thread(_store_episode, ctx.store_path, episode)
     return {"episode": episode.model_dump()}
+
+
+def _store_episode(path: str, episode: Episode) -> None:
+    store = TraceStore(path)
+    try:
+        store.ensure_run(episode.run_id, episode.env)
+        store.write_episode(episode)
+    finally:
+        store.close()
 
 
 def after_agent(state: RolloutState) -> Literal["tools", "end_turn"]:
@@ -302,7 +358,7 @@ def after_agent(state: RolloutState) -> Literal["tools", "end_turn"]:
 def after_tools(
     state: RolloutState, runtime: Runtime[RolloutContext]
 ) -> Literal["agent", "end_turn"]:
-    return "end_turn" if state["step"] >= _ctx(runtime).step_limit else "agent"
+    return "end_turn" if state["step"] >= _ctx(runtime).settings.step_limit else "agent"
 
 
 def after_turn(state: RolloutState) -> Literal["user_turn", "verify"]:

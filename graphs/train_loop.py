@@ -5,23 +5,56 @@
 
 Killed at any point, the run resumes from the last completed node (`seal-graph train
 --resume`): stored episodes are kept (the rollout stage skips them), and at most the
-interrupted stage is recomputed. The nodes' live objects (policy, trainer, server
-endpoint) are found by run directory in `seal_graph.training.resources`.
+interrupted stage is recomputed. The state holds all the progress a resume needs —
+policy version trained and served, the swap probe, the interface, the algorithm's own
+progress (rho, optimiser state file, failure-agent versions). The live objects (policy,
+server endpoint, store, the algorithm) come through the runtime context (`LoopContext`),
+built by `seal-graph train` (`training/run.py`). What differs between algorithms is
+behind `training.algorithms.Algorithm`; no node branches on an algorithm's name.
 """
 
 from __future__ import annotations
 
 import operator
+import time
 from typing import Annotated, Any, Literal
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
+from seal_graph.errors import ConfigError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
-from seal_graph.training import dpo_loop, loop
-from seal_graph.training.config import DPO_ALGOS
+from seal_graph.training import loop
 from seal_graph.training.report import write_report
-from seal_graph.training.resources import console, resources_for
+from seal_graph.training.resources import LoopRun, console
+from seal_graph.training.weight_sync import Probe
+
+
+class LoopContext(BaseModel):
+    """The run's live objects (LangGraph Studio shows the loop; `seal-graph train` runs it)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run: SkipJsonSchema[Any] = Field(
+        default=None,
+        exclude=True,
+        description="The `LoopRun` (policy, server endpoint, store, algorithm), opened by "
+        "`seal_graph.training.run.run_training`.",
+    )
+
+
+def _run(runtime: Runtime[LoopContext]) -> LoopRun:
+    run = runtime.context.run if runtime.context is not None else None
+    if run is None:
+        raise ConfigError(
+            "the train loop needs a live run (policy, model server, trace store): start it "
+            "with `seal-graph train` (or seal_graph.training.run.run_training); LangGraph "
+            "Studio shows its stages and a run's checkpoints, it cannot host the trainer."
+        )
+    return run
 
 
 class LoopInput(TypedDict):
@@ -41,16 +74,20 @@ class LoopOutput(TypedDict, total=False):
 
 
 class LoopState(LoopInput, LoopOutput, total=False):
-    """Progress of the run (checkpointed)."""
+    """Progress of the run (checkpointed): everything a resume needs."""
 
     iteration: int
     """Current iteration (0-based)."""
+    policy_version: int
+    """Optimiser steps the policy has taken (its saved adapter is `adapters/step-N`)."""
     served_version: int
     """Policy version the server answers with."""
+    probe: dict[str, Any] | None
+    """The swap probe (`Probe`): a served call of the last trained batch."""
+    algorithm: dict[str, Any]
+    """The algorithm's own progress (`Algorithm.initial_state`)."""
     interface: dict[str, Any]
     """Current training interface (`InterfaceVersion`)."""
-    rho: dict[str, float]
-    """Current (dynamic) rho."""
     baseline: dict[str, Any]
     """Evaluation before any training."""
     warm_start: dict[str, Any]
@@ -77,127 +114,133 @@ def _brief(metrics: dict[str, Any]) -> str:
     )
 
 
-def baseline_eval(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
+def _probe(state: LoopState) -> Probe | None:
+    return Probe.model_validate(state["probe"]) if state.get("probe") else None
+
+
+def baseline_eval(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    run = _run(runtime)
     start = {
         "iteration": 0,
+        "policy_version": 0,
         "served_version": 0,
+        "probe": None,
+        "algorithm": run.algorithm.initial_state(),
         "interface": BASE_INTERFACE.model_dump(),
-        "rho": dict(resources.config.weighting.rho),
     }
-    if not resources.config.eval.baseline:
+    if not run.config.eval.baseline:
         return {"baseline": {}, **start}
-    result = loop.evaluate(resources, -1)
+    result = loop.evaluate(run, -1, 0)
     console.print(
-        f"[bold]baseline[/] success on {resources.config.eval.split}: "
+        f"[bold]baseline[/] success on {run.config.eval.split}: "
         f"{result['success']:.0%} ({result['episodes']} tasks)"
     )
     return {"baseline": result, **start}
 
 
-def warm_start(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
-    if resources.config.warm_start.steps == 0:
+def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    run = _run(runtime)
+    if run.config.warm_start.steps == 0:
         return {}
-    metrics = loop.warm_start(resources)
+    metrics = loop.warm_start(run)
     if metrics.get("skipped"):
         return {}
-    if resources.failure is not None:
-        metrics["failure_agent_seeded"] = dpo_loop.seed_failure_agent(resources)["ok"]
-    after = loop.evaluate(resources, -2)
+    extra, updates = run.algorithm.after_warm_start(run, state["algorithm"])
+    served = run.policy.version if metrics["swap_ok"] else 0
+    after = loop.evaluate(run, -2, served)
     console.print(
         f"[bold]warm start[/]: {metrics['examples']} expert examples, "
-        f"{resources.config.warm_start.steps} steps ({metrics['seconds']:.0f} s); "
+        f"{run.config.warm_start.steps} steps ({metrics['seconds']:.0f} s); "
         f"success now {after['success']:.0%}"
     )
     return {
-        "warm_start": {**metrics, "eval_success": after["success"]},
-        "served_version": resources.policy.version if metrics["swap_ok"] else 0,
+        "warm_start": {**metrics, **extra, "eval_success": after["success"]},
+        "policy_version": run.policy.version,
+        "served_version": served,
+        "algorithm": {**state["algorithm"], **updates},
     }
 
 
-def rollout(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
+def rollout(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    run = _run(runtime)
     interface = InterfaceVersion.model_validate(state["interface"])
-    metrics = loop.rollout(resources, state["iteration"], interface, state["served_version"])
-    if resources.failure is not None:
-        failure = dpo_loop.failure_rollout(resources, state["iteration"], interface)
-        console.print(
-            f"[bold]iteration {state['iteration']}[/] failure agent: success "
-            f"{failure['success']:.0%}, mean progress of its failures "
-            f"{failure['mean_failure_progress']:.2f} ({failure['seconds']:.1f} s)"
-        )
-        metrics["failure_agent"] = failure
+    metrics = loop.rollout(run, state["iteration"], interface, state["served_version"])
+    metrics.update(run.algorithm.rollout(run, state["iteration"], interface, state["algorithm"]))
     return _stage(state, "rollout", metrics)
 
 
-def diagnose(state: LoopState) -> dict[str, Any]:
-    return _stage(
-        state, "diagnose", loop.diagnose(resources_for(state["run_dir"]), state["iteration"])
-    )
+def diagnose(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    return _stage(state, "diagnose", loop.diagnose(_run(runtime), state["iteration"]))
 
 
-def evolve(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
+def evolve(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    run = _run(runtime)
     current = InterfaceVersion.model_validate(state["interface"])
-    pairs = loop.labelled_batch(resources, state["iteration"])
-    proposed, metrics = loop.evolve_interface(resources, state["iteration"], current, pairs)
+    pairs = loop.labelled_batch(run, state["iteration"])
+    proposed, metrics = loop.evolve_interface(run, state["iteration"], current, pairs)
     return {**_stage(state, "evolve", metrics), "interface": proposed.model_dump()}
 
 
-def train(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
-    if resources.config.algo in DPO_ALGOS:
-        return _stage(state, "train", dpo_loop.train(resources, state["iteration"]))
-    pairs = loop.labelled_batch(resources, state["iteration"])
-    rho, metrics = loop.train(resources, state["iteration"], pairs, state["rho"])
-    return {**_stage(state, "train", metrics), "rho": rho}
+def train(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    run = _run(runtime)
+    began = time.perf_counter()
+    pairs = loop.labelled_batch(run, state["iteration"])
+    result = run.algorithm.train(run, state["iteration"], pairs, state["algorithm"])
+    metrics = {**result.metrics, "seconds": time.perf_counter() - began}
+    update: dict[str, Any] = {
+        **_stage(state, "train", metrics),
+        "policy_version": run.policy.version,
+        "algorithm": {**state["algorithm"], **result.state},
+    }
+    if result.probe is not None:
+        update["probe"] = result.probe.model_dump()
+    return update
 
 
-def swap(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
-    failure = resources.failure
-    if failure is not None and failure.version != resources.failure_served:
-        console.print(f"failure agent swap: {dpo_loop.swap_failure(resources)}")
-    version = resources.policy.version
+def swap(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    run = _run(runtime)
+    probe = _probe(state)
+    other, updates = run.algorithm.swap(run, state["algorithm"], probe)
+    if other is not None:
+        console.print(f"failure agent swap: {other}")
+    update: dict[str, Any] = {"algorithm": {**state["algorithm"], **updates}}
+    version = state["policy_version"]
     if version == state["served_version"]:
-        return _stage(state, "swap", {"ok": True, "seconds": 0.0, "note": "no new weights"})
-    metrics = loop.swap(resources, version, resources.probe)
+        metrics = {"ok": True, "seconds": 0.0, "note": "no new weights"}
+        return {**update, **_stage(state, "swap", metrics)}
+    metrics = loop.swap(run, version, probe)
     served = version if metrics["ok"] else state["served_version"]
-    return {**_stage(state, "swap", metrics), "served_version": served}
+    return {**update, **_stage(state, "swap", metrics), "served_version": served}
 
 
-def evaluate(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
-    settings = resources.config.eval
-    last = state["iteration"] + 1 == resources.config.iterations
+def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    run = _run(runtime)
+    settings = run.config.eval
+    last = state["iteration"] + 1 == run.config.iterations
     if (state["iteration"] + 1) % settings.every and not last:
         return {}
-    metrics = loop.evaluate(resources, state["iteration"])
+    metrics = loop.evaluate(run, state["iteration"], state["served_version"])
     if last:
         for split in settings.final_splits:
-            metrics[f"{split}_success"] = loop.evaluate(resources, state["iteration"], split)[
-                "success"
-            ]
+            result = loop.evaluate(run, state["iteration"], state["served_version"], split)
+            metrics[f"{split}_success"] = result["success"]
     return _stage(state, "evaluate", metrics)
 
 
-def finish(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
+def finish(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     record = {
         "iteration": state["iteration"],
         "policy_version": state["served_version"],
         "interface_version": state["interface"]["version"],
         **state["current"],
     }
-    resources.log_metrics(record)
+    _run(runtime).log_metrics(record)
     return {"history": [record], "iteration": state["iteration"] + 1, "current": None}
 
 
-def report(state: LoopState) -> dict[str, Any]:
-    resources = resources_for(state["run_dir"])
+def report(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     path = write_report(
-        resources,
+        _run(runtime),
         state.get("baseline", {}),
         state.get("warm_start", {}),
         state["history"],
@@ -207,12 +250,13 @@ def report(state: LoopState) -> dict[str, Any]:
     return {"report_path": str(path)}
 
 
-def next_step(state: LoopState) -> Literal["rollout", "report"]:
-    config = resources_for(state["run_dir"]).config
-    return "rollout" if state["iteration"] < config.iterations else "report"
+def next_step(state: LoopState, runtime: Runtime[LoopContext]) -> Literal["rollout", "report"]:
+    return "rollout" if state["iteration"] < _run(runtime).config.iterations else "report"
 
 
-builder = StateGraph(LoopState, input_schema=LoopInput, output_schema=LoopOutput)
+builder = StateGraph(
+    LoopState, input_schema=LoopInput, output_schema=LoopOutput, context_schema=LoopContext
+)
 for node in (
     baseline_eval,
     warm_start,

@@ -167,6 +167,7 @@ def eval_command(
     import asyncio
 
     from seal_graph.evaluation import evaluate, render_table
+    from seal_graph.settings import RolloutSettings
 
     with user_errors():
         if limit is not None and limit < 1:
@@ -186,8 +187,7 @@ def eval_command(
                     out_dir=out_dir,
                     categories=wanted,
                     limit=limit,
-                    concurrency=concurrency,
-                    max_tokens=max_tokens,
+                    settings=RolloutSettings(concurrency=concurrency, max_tokens=max_tokens),
                 )
             )
         finally:

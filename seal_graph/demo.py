@@ -20,6 +20,7 @@ from rich.table import Table
 from seal_graph.client import served_tokens
 from seal_graph.rollouts import run_rollouts
 from seal_graph.serving import ModelEndpoint
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env
 
@@ -82,10 +83,9 @@ def run_rollout_demo(
             [t.id for t in chosen],
             store=store,
             run_id=f"demo-{int(time.time())}",
-            samples=samples,
-            concurrency=8,
-            max_tokens=96,
-            step_limit=4,
+            settings=RolloutSettings(
+                group_size=samples, concurrency=8, max_tokens=96, step_limit=4
+            ),
         )
     )
     table = Table(
@@ -99,7 +99,7 @@ def run_rollout_demo(
         title="episodes",
     )
     for episode in sorted(report.episodes, key=lambda e: (e.task_id, e.sample_index)):
-        passed = sum(bool(t.evidence.get("pass")) for t in episode.turns)
+        passed = sum(bool(t.evidence.passed) for t in episode.turns)
         errors = sum(e.status == "error" for e in episode.tool_events)
         tokens = sum(len(c.completion_token_ids) for c in episode.llm_calls)
         table.add_row(

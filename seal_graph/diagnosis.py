@@ -13,39 +13,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from seal_graph import registry
 from seal_graph.environment import Task
-from seal_graph.errors import ConfigError
-from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS, Label, turn_passed
-from seal_graph.records import Episode, ToolEvent
+from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS
+from seal_graph.records import Episode, LabelStat, ToolEvent, TurnDiagnosis
+
+TaskLookup = Callable[[Episode], Task | None]
+"""The task an episode ran (for its reference solution), or None when unknown."""
 
 _INVALID_KINDS = {"parse_error", "unknown_tool", "validation_error"}
-
-
-class TurnDiagnosis(BaseModel):
-    """The label of one user turn and what it rests on."""
-
-    turn: int
-    label: Label
-    tag: Label | None = Field(default=None, description="The verifier's own per-turn tag.")
-    responsible_calls: list[int] = Field(
-        default_factory=list, description="Indices into the episode's LLM calls."
-    )
-    evidence: dict[str, Any] = Field(default_factory=dict)
-    source: str = "rules"
-
-
-class LabelStat(BaseModel):
-    """How often a label occurs in a batch and how those episodes fared."""
-
-    label: str
-    count: int
-    prevalence: float
-    mean_reward: float
 
 
 def looks_like_error(event: ToolEvent) -> bool:
@@ -88,32 +66,24 @@ def diagnose_turn(
     record = episode.turns[turn]
     evidence = record.evidence
     events = [e for e in episode.tool_events if e.turn == turn]
-    calls = [i for i, c in enumerate(episode.llm_calls) if c.turn == turn]
-    tag = evidence.get("tag")
+    tag = evidence.tag
     facts = {
         "events": len(events),
         "errors": sum(looks_like_error(e) for e in events),
         "hit_step_limit": record.hit_step_limit,
     }
 
-    def label(name: str, responsible: list[int] | None = None) -> TurnDiagnosis:
-        return TurnDiagnosis(
-            turn=turn,
-            label=name,
-            tag=tag,
-            evidence=facts,
-            responsible_calls=calls if responsible is None else responsible,
-        )
+    def label(name: str) -> TurnDiagnosis:
+        return TurnDiagnosis(turn=turn, label=name, tag=tag, evidence=facts)
 
     if tag in UNTRUSTED_LABELS or tag == "spurious_tool_call":
         return label(tag)
-    passed = turn_passed(evidence)
+    passed = evidence.verdict()
     if passed:
         return label(tag if tag in SUCCESS_LABELS else "pass")
     invalid = [e for e in events if e.error_kind in _INVALID_KINDS]
     if invalid:
-        steps = {e.step for e in invalid}
-        return label("invalid_tool_call", [i for i in calls if episode.llm_calls[i].step in steps])
+        return label("invalid_tool_call")
     errored = [e for e in events if looks_like_error(e)]
     if passed is None:  # no verifier evidence: only what errors support
         if errored and looks_like_error(events[-1]):
@@ -122,15 +92,12 @@ def diagnose_turn(
     if reference is not None and _argument_mismatch(events, reference):
         return label("argument_mismatch")
     executed = any(e.status == "ok" for e in events)
-    state_differs = tag == "instance_mismatch" or (
-        "expected_state" in evidence and evidence.get("state") != evidence["expected_state"]
-    )
-    if executed and state_differs:
+    if executed and (tag == "instance_mismatch" or evidence.state_differs()):
         return label("state_mismatch")
     if errored:
         return label("recovery_failure")
     if not events:
-        return label("missing_tool_call", calls[-1:])
+        return label("missing_tool_call")
     return label("response_mismatch")
 
 
@@ -167,13 +134,8 @@ def label_statistics(
     }
 
 
-def diagnose_batch(episodes: list[Episode]) -> list[tuple[Episode, list[TurnDiagnosis]]]:
-    """Label a batch; tasks (for reference solutions) come from the environment registry."""
-    labelled = []
-    for episode in episodes:
-        try:
-            task = registry.get_environment(episode.env).task(episode.task_id)
-        except ConfigError:  # an environment not in the registry: no reference solution
-            task = None
-        labelled.append((episode, diagnose_episode(episode, task)))
-    return labelled
+def diagnose_batch(
+    episodes: list[Episode], task_of: TaskLookup = lambda episode: None
+) -> list[tuple[Episode, list[TurnDiagnosis]]]:
+    """Label a batch; `task_of` gives each episode's task (its reference solution)."""
+    return [(episode, diagnose_episode(episode, task_of(episode))) for episode in episodes]

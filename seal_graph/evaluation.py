@@ -18,6 +18,7 @@ from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode
 from seal_graph.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 
 
@@ -118,11 +119,10 @@ async def evaluate(
     out_dir: Path,
     categories: list[str] | None = None,
     limit: int | None = None,
-    concurrency: int = 8,
-    max_tokens: int = 256,
-    step_limit: int = 20,
+    settings: RolloutSettings | None = None,
 ) -> EvalSummary:
-    """Greedy (temperature 0) rollouts of a split on the base interface."""
+    """Greedy rollouts of a split on the base interface (`settings` give the token and
+    step limits and the concurrency; temperature 0 and one episode per task always)."""
     env = registry.get_environment(env_name)
     tasks = select_tasks(env, split, categories, limit)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -134,11 +134,7 @@ async def evaluate(
         [t.id for t in tasks],
         store=store,
         run_id=run_id,
-        samples=1,
-        concurrency=concurrency,
-        temperature=0.0,
-        max_tokens=max_tokens,
-        step_limit=step_limit,
+        settings=(settings or RolloutSettings()).greedy(),
         mode="eval",  # the base interface, enforced by the rollout graph
         keep_episodes=False,  # read back from the store below
     )
@@ -166,7 +162,10 @@ async def evaluate(
                 "task_id": e.task_id,
                 "success": e.success,
                 "reward": e.reward,
-                "turn_tags": [t.evidence.get("tag", t.evidence.get("pass")) for t in e.turns],
+                "turn_tags": [
+                    t.evidence.tag if t.evidence.tag is not None else t.evidence.passed
+                    for t in e.turns
+                ],
             }
             for e in episodes
         ],

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from seal_graph.diagnosis import LabelStat
+from seal_graph.records import LabelStat
 
 SCHEMA_NOTE = (
     "Give every [required] parameter exactly, with the type the schema states. No tool "
@@ -90,10 +90,14 @@ class InterfaceConfig(BaseModel):
     schema_annotations: bool = Field(default=True, description="phi_schema on.")
     error_hints: bool = Field(default=True, description="phi_err on.")
     guidelines: bool = Field(default=True, description="phi_cap on.")
-    min_prevalence: float = Field(default=0.10, ge=0, le=1)
-    max_mean_reward: float = Field(default=0.6, ge=0, le=1)
-    min_count: int = Field(default=8, ge=1)
-    max_guidelines: int = Field(default=3, ge=0)
+    min_prevalence: float = Field(
+        default=0.10, ge=0, le=1, description="phi_cap: least share of labelled turns."
+    )
+    max_mean_reward: float = Field(
+        default=0.6, ge=0, le=1, description="phi_cap: a label's episodes fare below this."
+    )
+    min_count: int = Field(default=8, ge=1, description="phi_cap: least occurrences of a label.")
+    max_guidelines: int = Field(default=3, ge=0, description="phi_cap: guidelines at most.")
     min_error_count: int = Field(default=3, ge=1, description="Occurrences before a hint.")
 
 

@@ -14,9 +14,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 
-from seal_graph.diagnosis import TurnDiagnosis
 from seal_graph.labels import DESCRIPTIONS
-from seal_graph.records import Episode
+from seal_graph.records import Episode, TurnDiagnosis
 
 JudgedLabel = Literal[
     "pass",

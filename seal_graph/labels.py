@@ -7,7 +7,7 @@ verdict cannot be trusted; they are excluded from weighting and from interface e
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 Label = Literal[
     # the turn succeeded
@@ -53,13 +53,3 @@ DESCRIPTIONS: dict[str, str] = {
 SUCCESS_LABELS = frozenset({"pass", "correct_abstention"})
 UNTRUSTED_LABELS = frozenset({"checker_error", "gt_error"})
 FAILURE_LABELS = frozenset(LABELS) - SUCCESS_LABELS - UNTRUSTED_LABELS - {"unverified"}
-
-
-def turn_passed(evidence: dict[str, Any]) -> bool | None:
-    """The verifier's verdict on a turn: True / False, or None when it gave none."""
-    tag = evidence.get("tag")
-    if tag is not None:
-        return tag in SUCCESS_LABELS
-    if "pass" in evidence:
-        return bool(evidence["pass"])
-    return None

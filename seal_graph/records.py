@@ -1,16 +1,17 @@
 """The shared record types: what one rollout leaves behind.
 
 Defined once and used by every stage — the rollout graph writes them, the trace store
-persists them, diagnosis labels them, training reads their served token ids.
+persists them, diagnosis labels them (`TurnDiagnosis`), training reads their served token
+ids (`TrainingSample`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from seal_graph.labels import turn_passed
+from seal_graph.labels import SUCCESS_LABELS, Label
 
 ToolErrorKind = Literal[
     "parse_error", "unknown_tool", "validation_error", "tool_exception", "timeout"
@@ -52,6 +53,39 @@ class LLMCall(BaseModel):
     endpoint: str = Field(default="", description="Base URL of the server that answered.")
 
 
+class TurnEvidence(BaseModel):
+    """What a verifier saw on one user turn: the record diagnosis reads.
+
+    A verifier gives the turn's verdict as `pass` (True / False) or as a `tag` (one of
+    the labels in `seal_graph.labels`, e.g. BFCL's per-turn checks); with `state` and
+    `expected_state`, a failed turn whose calls ran is told apart as `state_mismatch`.
+    A turn with none of these is `unverified`. Anything else an environment records
+    (BFCL: its ground-truth calls) is kept as extra fields.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, serialize_by_alias=True)
+
+    turn: int | None = Field(default=None, description="User turn (0-based).")
+    passed: bool | None = Field(
+        default=None, alias="pass", description="The verifier's verdict on the turn."
+    )
+    tag: Label | None = Field(default=None, description="The verifier's own per-turn label.")
+    state: Any = Field(default=None, description="Environment state after the turn.")
+    expected_state: Any = Field(
+        default=None, description="The state the reference solution leaves after the turn."
+    )
+
+    def verdict(self) -> bool | None:
+        """True / False, or None when the verifier gave no verdict on this turn."""
+        if self.tag is not None:
+            return self.tag in SUCCESS_LABELS
+        return self.passed
+
+    def state_differs(self) -> bool:
+        """The verifier compared states and they differ."""
+        return self.expected_state is not None and self.state != self.expected_state
+
+
 class TurnRecord(BaseModel):
     """One user turn: the request, how many agent steps it took, the verifier's evidence."""
 
@@ -60,8 +94,7 @@ class TurnRecord(BaseModel):
     tools_added: list[str] = Field(default_factory=list)
     steps: int = 0
     hit_step_limit: bool = False
-    evidence: dict[str, Any] = Field(default_factory=dict)
-    label: str | None = Field(default=None, description="Failure label (diagnosis).")
+    evidence: TurnEvidence = Field(default_factory=TurnEvidence)
 
 
 class Verdict(BaseModel):
@@ -69,7 +102,7 @@ class Verdict(BaseModel):
 
     reward: float
     success: bool
-    turn_evidence: list[dict[str, Any]] = Field(
+    turn_evidence: list[TurnEvidence] = Field(
         default_factory=list, description="Per user turn, what the verifier saw."
     )
     details: dict[str, Any] = Field(default_factory=dict)
@@ -89,7 +122,7 @@ class Verdict(BaseModel):
             return 1.0
         if self.progress is not None:
             return self.progress
-        passed = sum(bool(turn_passed(e)) for e in self.turn_evidence)
+        passed = sum(bool(e.verdict()) for e in self.turn_evidence)
         return passed / turns if turns else 0.0
 
 
@@ -130,3 +163,45 @@ class Episode(BaseModel):
                 "turns": turns,
             }
         )
+
+
+class TurnDiagnosis(BaseModel):
+    """The label of one user turn and what it rests on."""
+
+    turn: int
+    label: Label
+    tag: Label | None = Field(default=None, description="The verifier's own per-turn tag.")
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    source: str = "rules"
+
+
+class LabelStat(BaseModel):
+    """How often a label occurs in a batch and how those episodes fared."""
+
+    label: str
+    count: int
+    prevalence: float
+    mean_reward: float
+
+
+class TrainingSample(BaseModel):
+    """One served LLM call of a stored episode, as the GRPO step trains on it: the token
+    ids and logprobs exactly as served, and (once computed) the call's advantage."""
+
+    episode_id: str = Field(default="", description="Empty for a sample built by hand.")
+    task_id: str = ""
+    sample_index: int = 0
+    interface_version: int = 0
+    policy_version: str = "base"
+    reward: float = Field(default=0.0, description="The episode's reward.")
+    call_index: int = Field(default=0, description="Index among the episode's LLM calls.")
+    turn: int = Field(default=0, description="User turn of the call.")
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    completion_logprobs: list[float]
+    advantage: float = Field(default=0.0, description="Diagnosis-weighted advantage.")
+
+    @property
+    def group(self) -> tuple[str, int, str]:
+        """The GRPO group: same task, interface version and policy version."""
+        return (self.task_id, self.interface_version, self.policy_version)

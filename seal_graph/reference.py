@@ -18,7 +18,7 @@ from langchain_core.messages import (
 
 from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode, ToolEvent, TurnRecord, Verdict
-from seal_graph.tool_execution import execute_tool_call
+from seal_graph.sessions import run_turn_calls
 
 
 async def replay_calls(
@@ -32,19 +32,17 @@ async def replay_calls(
     try:
         for turn, user_message in enumerate(task.turns):
             messages.append(HumanMessage(user_message))
-            tools = {tool.name: tool for tool in session.tools(turn)}
-            turn_events = []
-            for step, call in enumerate(calls_per_turn[turn] if turn < len(calls_per_turn) else []):
-                tool_call = {
-                    "id": f"call_{turn}_{step}",
-                    "name": call["name"],
-                    "args": call["args"],
-                }
-                messages.append(AIMessage(content="", tool_calls=[tool_call]))
-                message, event = await execute_tool_call(
-                    tool_call, tools, turn=turn, step=step, timeout_s=env.tool_timeout_s
+            calls = [
+                (step, {"id": f"call_{turn}_{step}", "name": call["name"], "args": call["args"]})
+                for step, call in enumerate(
+                    calls_per_turn[turn] if turn < len(calls_per_turn) else []
                 )
-                messages.append(message)
+            ]
+            turn_events = []
+            for (_, tool_call), (message, event) in zip(
+                calls, await run_turn_calls(session, env, turn, calls), strict=True
+            ):
+                messages += [AIMessage(content="", tool_calls=[tool_call]), message]
                 turn_events.append(event)
             messages.append(AIMessage(content="Done."))
             session.end_turn(turn, turn_events)

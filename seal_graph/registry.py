@@ -15,8 +15,10 @@ from functools import cache
 import httpx
 
 from seal_graph.client import ServedChatModel
-from seal_graph.environment import Environment
+from seal_graph.environment import Environment, Task
 from seal_graph.errors import ConfigError
+from seal_graph.records import Episode
+from seal_graph.settings import JudgeSettings
 
 BUILTIN_ENVIRONMENTS = {
     "kv-calc": "seal_graph.tools.kv_calc:make_env",
@@ -95,3 +97,19 @@ def chat_model(
             http_async_client=httpx.AsyncClient(timeout=300.0),
         )
     return per_loop[key]
+
+
+def task_of(episode: Episode) -> Task | None:
+    """The task an episode ran, from its environment by name; None when the environment
+    is not known in this process (diagnosis then goes without a reference solution)."""
+    try:
+        return get_environment(episode.env).task(episode.task_id)
+    except ConfigError:
+        return None
+
+
+def judge_model(settings: JudgeSettings) -> ServedChatModel | None:
+    """The judge's chat model (greedy), or None when no judge is configured."""
+    if not settings.enabled:
+        return None
+    return chat_model(settings.base_url, settings.api_key, settings.model, 0.0, 256)

@@ -28,6 +28,8 @@ from seal_graph.graphs.rollout import RolloutContext, builder
 from seal_graph.interface import InterfaceVersion
 from seal_graph.records import Episode
 from seal_graph.serving import ModelEndpoint
+from seal_graph.sessions import SessionPool
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 
 
@@ -84,20 +86,17 @@ async def run_rollouts(
     *,
     store: TraceStore,
     run_id: str,
-    samples: int = 1,
-    concurrency: int = 8,
-    temperature: float = 1.0,
-    max_tokens: int = 256,
-    step_limit: int = 20,
-    max_exceptions: int = 0,
-    checkpoint_path: Path | None = None,
-    show_progress: bool = True,
+    settings: RolloutSettings | None = None,
     interface: InterfaceVersion | None = None,
     mode: Literal["train", "eval"] = "train",
     policy_version: str = "base",
+    max_exceptions: int = 0,
+    checkpoint_path: Path | None = None,
+    show_progress: bool = True,
     keep_episodes: bool = True,
 ) -> RolloutBatchReport:
-    """Roll out `samples` episodes of every task (a GRPO group each), `concurrency` at once.
+    """Roll out `settings.group_size` episodes of every task (a GRPO group each),
+    `settings.concurrency` at once, sampled as `settings` says.
 
     `model` is an endpoint (the usual case: the served policy, with token ids), several
     endpoints serving the same policy (each task, hence each GRPO group, is pinned to one
@@ -107,39 +106,36 @@ async def run_rollouts(
     Infrastructure failures (the model server unreachable after retries) fail an episode;
     more than `max_exceptions` of them abort the batch, keeping everything stored so far.
     """
+    settings = settings or RolloutSettings()
     environment = registry.resolve_environment(env)
     store.ensure_run(run_id, environment.name)
     done = store.done_keys(run_id)
+    samples = settings.group_size
     jobs = [(t, s) for t in task_ids for s in range(samples) if (t, s) not in done]
     report = RolloutBatchReport(skipped=len(task_ids) * samples - len(jobs))
-    settings = {
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-        "step_limit": step_limit,
+    pool = SessionPool()  # every session of the batch, closed when the batch ends
+    shared = {
+        "env": environment.name,
+        "settings": settings,
         "run_id": run_id,
         "interface": interface,
         "mode": mode,
         "policy_version": policy_version,
+        "sessions": pool,
     }
     if isinstance(model, BaseChatModel):
-        contexts = [RolloutContext(env=environment.name, chat_model=model, **settings)]
+        contexts = [RolloutContext(chat_model=model, **shared)]
     else:
         endpoints = model if isinstance(model, list) else [model]
         contexts = [
-            RolloutContext(
-                env=environment.name,
-                base_url=e.base_url,
-                api_key=e.api_key,
-                model=e.model,
-                **settings,
-            )
+            RolloutContext(base_url=e.base_url, api_key=e.api_key, model=e.model, **shared)
             for e in endpoints
         ]
     checkpoints = checkpoint_path or store.path.with_suffix(".checkpoints.sqlite")
     began = time.perf_counter()
     async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
         graph = builder.compile(checkpointer=saver, name="rollout")
-        limiter = asyncio.Semaphore(concurrency)
+        limiter = asyncio.Semaphore(settings.concurrency)
         progress = Progress(
             TextColumn("[bold]rollouts[/] {task.description}"),
             BarColumn(),
@@ -211,5 +207,7 @@ async def run_rollouts(
                         "unfinished ones continue from their checkpoints)."
                     ) from first
                 raise first from None
+            finally:
+                pool.close()
     report.wall_seconds = time.perf_counter() - began
     return report

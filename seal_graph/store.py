@@ -16,10 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from seal_graph.diagnosis import TurnDiagnosis
 from seal_graph.errors import ConfigError, StoreError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
-from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
+from seal_graph.records import (
+    Episode,
+    LLMCall,
+    ToolEvent,
+    TrainingSample,
+    TurnDiagnosis,
+    TurnRecord,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -232,6 +238,14 @@ class TraceStore:
             sql, args = sql + " WHERE run_id = ?", (run_id,)
         return self._conn.execute(sql, args).fetchone()[0]
 
+    def rolled_interface_versions(self, run_id: str) -> list[int]:
+        """The interface versions a run's stored episodes were rolled out under."""
+        rows = self._conn.execute(
+            "SELECT DISTINCT interface_version FROM episodes WHERE run_id = ? ORDER BY 1",
+            (run_id,),
+        )
+        return [version for (version,) in rows]
+
     def runs(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT run_id FROM runs ORDER BY created_at")]
 
@@ -363,9 +377,9 @@ class TraceStore:
             model_seconds=row["model_seconds"],
         )
 
-    def training_samples(self, run_id: str) -> list[dict[str, Any]]:
-        """One sample per LLM call: served prompt/completion ids and logprobs, episode
-        reward, and the GRPO group key (task, interface version, policy version)."""
+    def training_samples(self, run_id: str) -> list[TrainingSample]:
+        """One sample per LLM call, in commit order: served prompt/completion ids and
+        logprobs, the episode's reward and its GRPO group key."""
         rows = self._conn.execute(
             "SELECT e.episode_id, e.task_id, e.sample_index, e.interface_version, "
             "e.policy_version, e.reward, c.idx, c.turn, c.prompt_token_ids, "
@@ -374,18 +388,19 @@ class TraceStore:
             (run_id,),
         )
         return [
-            {
-                "episode_id": eid,
-                "task_id": task,
-                "sample_index": sample,
-                "group": f"{task}|{iv}|{pv}",
-                "reward": reward,
-                "call_index": idx,
-                "turn": turn,
-                "prompt_token_ids": json.loads(p),
-                "completion_token_ids": json.loads(c),
-                "completion_logprobs": json.loads(lp),
-            }
+            TrainingSample(
+                episode_id=eid,
+                task_id=task,
+                sample_index=sample,
+                interface_version=iv,
+                policy_version=pv,
+                reward=reward,
+                call_index=idx,
+                turn=turn,
+                prompt_token_ids=json.loads(p),
+                completion_token_ids=json.loads(c),
+                completion_logprobs=json.loads(lp),
+            )
             for eid, task, sample, iv, pv, reward, idx, turn, p, c, lp in rows
         ]
 
@@ -402,4 +417,4 @@ class TraceStore:
         """The run's training samples as a Hugging Face `datasets.Dataset`."""
         from datasets import Dataset
 
-        return Dataset.from_list(self.training_samples(run_id))
+        return Dataset.from_list([s.model_dump() for s in self.training_samples(run_id)])

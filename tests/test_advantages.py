@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seal_graph.diagnosis import LabelStat, TurnDiagnosis
-from seal_graph.records import Episode, TurnRecord
+from seal_graph.records import Episode, LabelStat, TurnDiagnosis, TurnRecord
 from seal_graph.training.advantages import (
     WeightingConfig,
     group_advantages,

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from seal_graph.bundled_model import ensure_bundled_model
-from seal_graph.training.dpo import DPOSettings, dpo_step
-from seal_graph.training.policy import LoraSettings, Policy
+from seal_graph.training.dpo import dpo_step
+from seal_graph.training.policy import Policy
+from seal_graph.training.settings import DPOSettings, LoraSettings
 from seal_graph.training.sft import use_bf16
 
 

@@ -22,6 +22,7 @@ from seal_graph.environment import Task
 from seal_graph.graphs.rollout import RolloutContext, graph
 from seal_graph.records import Episode, Verdict
 from seal_graph.registry import get_environment, register_environment
+from seal_graph.settings import RolloutSettings
 from seal_graph.tool_execution import MAX_OUTPUT_CHARS, execute_tool_call
 from seal_graph.tools.langchain_env import from_langchain_tools
 
@@ -126,7 +127,9 @@ def _reply(kind: int, name: str, args: object, raw: str) -> AIMessage | str:
 def test_rollout_never_crashes_and_labels_every_turn_with_fake_model(replies: list) -> None:
     CASES["rollouts"] += 1
     script = [_reply(*r) for r in replies] + ["done"] * 10
-    context = RolloutContext(env=_toy_env(), chat_model=scripted(*script), step_limit=4)
+    context = RolloutContext(
+        env=_toy_env(), chat_model=scripted(*script), settings=RolloutSettings(step_limit=4)
+    )
     result = asyncio.run(graph.ainvoke({"task_id": "t0"}, context=context))
     episode = Episode.model_validate(result["episode"])
     assert len(episode.turns) == 2

@@ -8,7 +8,6 @@ import pytest
 from fake_models import call, scripted
 from langchain_core.messages import convert_to_openai_messages
 
-from seal_graph.diagnosis import LabelStat
 from seal_graph.errors import ConfigError
 from seal_graph.graphs.rollout import RolloutContext, graph
 from seal_graph.interface import (
@@ -19,6 +18,7 @@ from seal_graph.interface import (
     InterfaceConfig,
     evolve,
 )
+from seal_graph.records import LabelStat
 from seal_graph.registry import register_environment
 from seal_graph.tools.kv_calc import make_env
 

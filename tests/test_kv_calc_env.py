@@ -43,7 +43,7 @@ def test_wrong_value_or_skipped_turn_scores_zero() -> None:
     for calls in (wrong, skipped):
         _, verdict = asyncio.run(replay_calls(env, task, calls))
         assert verdict.reward == 0.0
-        assert verdict.turn_evidence[0]["pass"] is False
+        assert verdict.turn_evidence[0].passed is False
 
 
 def test_splits_differ_and_are_deterministic() -> None:

@@ -60,11 +60,66 @@ def dev_server():
 async def test_graphs_are_listed_with_typed_schemas(dev_server) -> None:
     client = get_client(url=dev_server)
     assistants = {a["graph_id"]: a for a in await client.assistants.search()}
-    assert {"rollout", "diagnose_evolve"} <= set(assistants)
+    assert {"rollout", "diagnose_evolve", "train_loop"} <= set(assistants)
     schemas = await client.assistants.get_schemas(assistants["rollout"]["assistant_id"])
     assert "task_id" in schemas["input_schema"]["properties"]
     assert "episode" in schemas["output_schema"]["properties"]
-    assert "base_url" in schemas["context_schema"]["properties"]
+    context = schemas["context_schema"]["properties"]
+    assert {"base_url", "api_key", "settings", "store_path"} <= set(context)
+    assert "chat_model" not in context and "sessions" not in context  # Python only
+    for graph_id in ("rollout", "diagnose_evolve"):
+        schemas = await client.assistants.get_schemas(assistants[graph_id]["assistant_id"])
+        missing = [
+            name
+            for name, field in schemas["context_schema"]["properties"].items()
+            if not field.get("description")
+        ]
+        assert missing == [], f"{graph_id}: context fields without a description"
+    drawing = await client.assistants.get_graph(assistants["train_loop"]["assistant_id"])
+    nodes = {node["id"] for node in drawing["nodes"]}
+    assert {"rollout", "diagnose", "evolve", "train", "swap", "evaluate"} <= nodes
+
+
+async def test_a_rollout_without_credentials_names_the_missing_field(dev_server) -> None:
+    client = get_client(url=dev_server)
+    thread = await client.threads.create()
+    run = await client.runs.create(
+        thread["thread_id"],
+        "rollout",
+        input={"task_id": "kv_train_0"},
+        context={"base_url": "", "api_key": ""},
+    )
+    await client.runs.join(thread["thread_id"], run["run_id"])
+    run = await client.runs.get(thread["thread_id"], run["run_id"])
+    assert run["status"] == "error"
+    state = await client.threads.get(thread["thread_id"])
+    assert "base_url" in str(state.get("error") or state), state
+
+
+@pytest.mark.server
+async def test_a_studio_rollout_lands_in_a_store_that_diagnose_evolve_reads(
+    dev_server, server, tmp_path
+) -> None:
+    path = tmp_path / "studio.sqlite"
+    client = get_client(url=dev_server)
+    output = await client.runs.wait(
+        None,
+        "rollout",
+        input={"task_id": "kv_train_0"},
+        context={
+            "base_url": server.endpoint.base_url,
+            "api_key": server.endpoint.api_key,
+            "model": server.endpoint.model,
+            "store_path": str(path),
+            "run_id": "studio",
+            "settings": {"max_tokens": 32, "step_limit": 2},
+        },
+    )
+    assert output["episode"]["run_id"] == "studio"
+    evolved = await client.runs.wait(
+        None, "diagnose_evolve", input={"store_path": str(path), "run_id": "studio"}
+    )
+    assert evolved["previous_version"] == 0 and evolved["label_table"]
 
 
 async def test_diagnose_evolve_runs_on_a_stored_batch_and_draws(dev_server, tmp_path) -> None:

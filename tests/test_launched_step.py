@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from seal_graph.bundled_model import ensure_bundled_model
-from seal_graph.training.grpo import OptimConfig
+from seal_graph.records import TrainingSample
 from seal_graph.training.launched_step import (
     ADAPTER_FILE,
     LaunchedStepError,
@@ -24,7 +24,8 @@ from seal_graph.training.launched_step import (
     run_job,
     write_job,
 )
-from seal_graph.training.policy import LoraSettings, Policy
+from seal_graph.training.policy import Policy
+from seal_graph.training.settings import LoraSettings, OptimConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -45,7 +46,7 @@ def policy() -> Policy:
     return Policy(ensure_bundled_model(), LoraSettings(r=4, alpha=8))
 
 
-def _rows(policy: Policy) -> list[dict]:
+def _rows(policy: Policy) -> list[TrainingSample]:
     """Four calls, two rewarded and two not, with the policy's own logprobs as served."""
     rows = []
     for i, answer in enumerate(["set x to 1", "add 2 and 3", "no idea", "hello"]):
@@ -55,12 +56,12 @@ def _rows(policy: Policy) -> list[dict]:
         prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
         completion = policy.tokenizer(answer, add_special_tokens=False)["input_ids"]
         rows.append(
-            {
-                "prompt_token_ids": prompt,
-                "completion_token_ids": completion,
-                "completion_logprobs": policy.completion_logprobs(prompt, completion),
-                "advantage": 1.0 if i < 2 else -1.0,
-            }
+            TrainingSample(
+                prompt_token_ids=prompt,
+                completion_token_ids=completion,
+                completion_logprobs=policy.completion_logprobs(prompt, completion),
+                advantage=1.0 if i < 2 else -1.0,
+            )
         )
     return rows
 
@@ -86,8 +87,8 @@ def test_step_under_torchrun_two_ranks_then_accelerate_continues_optimizer(
     assert (job_dir / "optimizer.pt").is_file()
 
     load_result(job_dir, policy)
-    moved = policy.completion_logprobs(rows[0]["prompt_token_ids"], rows[0]["completion_token_ids"])
-    assert moved != rows[0]["completion_logprobs"]  # the loop's policy now has the new weights
+    moved = policy.completion_logprobs(rows[0].prompt_token_ids, rows[0].completion_token_ids)
+    assert moved != rows[0].completion_logprobs  # the loop's policy now has the new weights
 
     write_job(job_dir, job, _rows(policy), policy)
     metrics = run_job(job_dir, ACCELERATE, tmp_path / "step.log")

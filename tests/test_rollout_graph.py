@@ -16,11 +16,11 @@ from seal_graph.graphs.rollout import RolloutContext, graph
 from seal_graph.records import Episode, Verdict
 from seal_graph.registry import register_environment
 from seal_graph.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env
 from seal_graph.tools.langchain_env import from_langchain_tools
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "rollout_graph.mmd"
 
 
 def _add(a: int, b: int) -> int:
@@ -57,7 +57,9 @@ async def rollout(env, model, task_id="t0", step_limit=20) -> Episode:
     result = await graph.ainvoke(
         {"task_id": task_id},
         context=RolloutContext(
-            env=register_environment(env), chat_model=model, step_limit=step_limit
+            env=register_environment(env),
+            chat_model=model,
+            settings=RolloutSettings(step_limit=step_limit),
         ),
     )
     return Episode.model_validate(result["episode"])
@@ -124,7 +126,7 @@ async def test_reference_calls_solve_kv_calc_with_fake_model() -> None:
     model = scripted(*replies)
     episode = await rollout(env, model, task_id=task.id)
     assert episode.success and episode.reward == 1.0
-    assert all(t.evidence["pass"] for t in episode.turns)
+    assert all(t.evidence.passed for t in episode.turns)
     assert model.bound[0] == ["set_value", "get_value", "list_keys", "add", "multiply"]
 
 
@@ -146,11 +148,3 @@ async def test_interrupted_batch_resumes_from_the_checkpoint_with_fake_model(tmp
         env, scripted(), ["t0"], store=store, run_id="r", show_progress=False
     )
     assert (again.skipped, store.count("r")) == (1, 1)
-
-
-def test_graph_drawing_snapshot() -> None:
-    drawing = graph.get_graph().draw_mermaid()
-    if not SNAPSHOT.exists():  # first run writes it; review and commit it
-        SNAPSHOT.parent.mkdir(exist_ok=True)
-        SNAPSHOT.write_text(drawing)
-    assert drawing == SNAPSHOT.read_text()

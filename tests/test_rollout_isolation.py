@@ -14,6 +14,7 @@ from langchain_core.tools import StructuredTool
 from seal_graph.environment import Task
 from seal_graph.records import Verdict
 from seal_graph.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.langchain_env import from_langchain_tools
 
@@ -69,8 +70,7 @@ async def test_concurrent_rollouts_keep_their_own_state_with_fake_model(tmp_path
         ["t0"],
         store=store,
         run_id="iso",
-        samples=16,
-        concurrency=8,
+        settings=RolloutSettings(group_size=16, concurrency=8),
         show_progress=False,
     )
     episodes = store.episodes("iso")

@@ -6,6 +6,7 @@ import pytest
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env
 
@@ -24,10 +25,7 @@ async def test_batch_writes_complete_episodes_with_decodable_tokens(
         [t.id for t in tasks],
         store=store,
         run_id="real",
-        samples=2,
-        concurrency=6,
-        max_tokens=64,
-        step_limit=3,
+        settings=RolloutSettings(group_size=2, concurrency=6, max_tokens=64, step_limit=3),
         show_progress=False,
     )
     assert not report.failures and len(report.episodes) == 6
@@ -38,7 +36,7 @@ async def test_batch_writes_complete_episodes_with_decodable_tokens(
     by_id = {t.id: t for t in tasks}
     for episode in stored:
         assert len(episode.turns) == len(by_id[episode.task_id].turns)
-        assert all("pass" in turn.evidence for turn in episode.turns)
+        assert all(turn.evidence.passed is not None for turn in episode.turns)
         assert episode.llm_calls, episode.episode_id
         for call in episode.llm_calls:
             assert call.prompt_token_ids and call.completion_token_ids
@@ -54,7 +52,7 @@ async def test_batch_writes_complete_episodes_with_decodable_tokens(
         [t.id for t in tasks],
         store=store,
         run_id="real",
-        samples=2,
+        settings=RolloutSettings(group_size=2),
         show_progress=False,
     )
     assert again.skipped == 6 and store.count("real") == 6
@@ -79,9 +77,7 @@ async def test_two_endpoints_share_a_batch_with_each_group_on_one_server(
         tasks,
         store=store,
         run_id="two",
-        samples=2,
-        max_tokens=24,
-        step_limit=2,
+        settings=RolloutSettings(group_size=2, max_tokens=24, step_limit=2),
         show_progress=False,
     )
     assert not report.failures and len(report.episodes) == 12

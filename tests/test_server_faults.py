@@ -15,6 +15,7 @@ from seal_graph import ModelServer, ServerSettings
 from seal_graph.errors import ServerError
 from seal_graph.registry import get_environment
 from seal_graph.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 
 pytestmark = pytest.mark.server
@@ -36,10 +37,7 @@ async def _batch_with_fault(server: ModelServer, store: TraceStore, fault) -> ob
             TASKS,
             store=store,
             run_id="r",
-            samples=2,
-            concurrency=4,
-            max_tokens=48,
-            step_limit=3,
+            settings=RolloutSettings(group_size=2, concurrency=4, max_tokens=48, step_limit=3),
             show_progress=False,
         )
     )

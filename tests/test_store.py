@@ -74,10 +74,10 @@ def test_training_samples_carry_served_tokens_and_group_keys(store) -> None:
     store.write_episode(make_episode(sample=0, reward=1.0))
     store.write_episode(make_episode(sample=1, reward=0.0))
     samples = store.training_samples("run")
-    assert [s["reward"] for s in samples] == [1.0, 0.0]
-    assert samples[0]["group"] == samples[1]["group"] == "t1|0|base"
-    assert samples[0]["completion_token_ids"] == [4, 5]
-    assert samples[0]["completion_logprobs"] == [-0.1, -0.2]
+    assert [s.reward for s in samples] == [1.0, 0.0]
+    assert samples[0].group == samples[1].group == ("t1", 0, "base")
+    assert samples[0].completion_token_ids == [4, 5]
+    assert samples[0].completion_logprobs == [-0.1, -0.2]
 
 
 def test_exports(store, tmp_path) -> None:

@@ -56,3 +56,79 @@ def test_shipped_scale_out_example_loads() -> None:
     config = load_config(example)
     assert config.env == "bfcl" and config.swap == "lora"
     assert config.launcher is not None and config.launcher[:2] == ["accelerate", "launch"]
+
+
+def test_validating_a_config_imports_no_training_stack() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from seal_graph.training.config import load_config; "
+        "load_config(None, 'cpu'); "
+        "print(sorted(m for m in ('torch', 'trl', 'peft', 'transformers', 'vllm', 'datasets') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _models(model: type, seen: set[type] | None = None) -> set[type]:
+    """A pydantic model and every pydantic model its fields hold."""
+    from pydantic import BaseModel
+
+    seen = seen if seen is not None else set()
+    seen.add(model)
+    for field in model.model_fields.values():
+        annotation = field.annotation
+        for candidate in (annotation, *getattr(annotation, "__args__", ())):
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                if candidate not in seen:
+                    _models(candidate, seen)
+    return seen
+
+
+def test_every_config_field_has_a_description() -> None:
+    from seal_graph.training.config import TrainConfig
+
+    missing = [
+        f"{model.__name__}.{name}"
+        for model in _models(TrainConfig)
+        for name, field in model.model_fields.items()
+        if not field.description
+    ]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (
+            {"algo": "vanilla-grpo", "ablation": {"reweighting": True}},
+            "algo='vanilla-grpo' runs with ablation.reweighting=False, but the config sets "
+            "ablation.reweighting=True",
+        ),
+        (
+            {"algo": "coevolve-dpo", "swap": "full"},
+            "so it swaps by LoRA, but the config sets swap='full'",
+        ),
+        (
+            {"algo": "eto", "ablation": {"adaptation": True, "reweighting": True}},
+            "ablation.reweighting=True",
+        ),
+        ({"weighting": {"w_min": 3.0}}, "weighting.w_min=3.0 is above weighting.w_max=2.0"),
+        ({"rollout": {"group_sise": 4}}, "rollout.group_sise: Extra inputs are not permitted"),
+    ],
+)
+def test_contradictory_settings_are_refused_quoting_the_values(overrides, needle) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, "cpu", **overrides)
+    assert needle in str(info.value)
+
+
+def test_algorithms_fill_what_they_fix_when_the_config_leaves_it_out() -> None:
+    coevolve = load_config(None, "cpu", algo="coevolve-dpo")  # the cpu preset says full
+    assert coevolve.swap == "lora"
+    eto = load_config(None, "cpu", algo="eto", ablation={"adaptation": True})
+    assert (eto.ablation.adaptation, eto.ablation.reweighting) == (True, False)
+    vanilla = load_config(None, "cpu", algo="vanilla-grpo")
+    assert vanilla.weighting_mode == "none" and not vanilla.ablation.adaptation

@@ -14,7 +14,7 @@ from seal_graph import ModelServer, ServerSettings
 from seal_graph.interface import BASE_INTERFACE
 from seal_graph.training import dpo_loop, loop
 from seal_graph.training.config import load_config
-from seal_graph.training.resources import open_resources
+from seal_graph.training.resources import open_run
 
 pytestmark = pytest.mark.server
 
@@ -42,34 +42,35 @@ def test_one_iteration_swaps_verified_weights_and_refuses_a_corrupt_adapter(
         # the in-process step is what the resume test's full runs use
     )
     endpoint = lora_server.endpoint.model_copy(update={"model": "seal-agent"})
-    resources = open_resources(tmp_path, "loop", config, endpoint, lora_server.model_dir, 0)
+    run = open_run(tmp_path, "loop", config, endpoint, lora_server.model_dir)
     try:
-        assert loop.sync_server(resources, 0)["ok"]  # step-0 adapter under the stable name
-        rolled = loop.rollout(resources, 0, BASE_INTERFACE, served_version=0)
+        assert loop.sync_server(run, 0)["ok"]  # step-0 adapter under the stable name
+        rolled = loop.rollout(run, 0, BASE_INTERFACE, served_version=0)
         assert rolled["episodes"] == 16
-        loop.diagnose(resources, 0)
-        _, trained = loop.train(
-            resources, 0, loop.labelled_batch(resources, 0), dict(config.weighting.rho)
+        loop.diagnose(run, 0)
+        result = run.algorithm.train(
+            run, 0, loop.labelled_batch(run, 0), run.algorithm.initial_state()
         )
+        trained = result.metrics
         assert trained["stepped"], "the batch had no reward variance: no signal to test with"
         assert trained["zero_signal_groups"] < trained["groups"]
-        swapped = loop.swap(resources, resources.policy.version, resources.probe)
+        probe = result.probe
+        swapped = loop.swap(run, run.policy.version, probe)
         assert swapped["ok"] and swapped["max_logprob_diff"] < config.swap_tolerance
         assert swapped["probe_change"] > 1e-4  # the served weights really changed
 
         corrupt = tmp_path / "corrupt"
-        shutil.copytree(resources.adapter_dir(1), corrupt)
+        shutil.copytree(run.adapter_dir(1), corrupt)
         (corrupt / "adapter_model.safetensors").write_bytes(b"not a tensor file" * 64)
-        probe = resources.probe
-        expected = resources.policy.completion_logprobs(
+        expected = run.policy.completion_logprobs(
             probe.prompt_token_ids, probe.completion_token_ids
         )
-        report = resources.sync.swap(corrupt, "corrupt", probe, expected)
+        report = run.sync.swap(corrupt, "corrupt", probe, expected)
         assert not report.ok and report.rolled_back and "HTTP" in report.error
-        served = resources.sync.served_logprobs(probe)
+        served = run.sync.served_logprobs(probe)
         assert max(abs(a - b) for a, b in zip(served, expected, strict=True)) < 0.05
     finally:
-        resources.close()
+        run.close()
     assert_no_secret(tmp_path, lora_server.endpoint.api_key)
 
 
@@ -85,34 +86,42 @@ def test_one_coevolve_dpo_iteration_serves_both_agents(lora_server: ModelServer,
     )
     assert config.swap == "lora"  # both agents are adapters on one server
     endpoint = lora_server.endpoint.model_copy(update={"model": "seal-agent"})
-    resources = open_resources(tmp_path, "co", config, endpoint, lora_server.model_dir, 0)
+    run = open_run(tmp_path, "co", config, endpoint, lora_server.model_dir)
+    algorithm = run.algorithm
+    assert isinstance(algorithm, dpo_loop.HardNegativeDPO)
     try:
-        assert loop.sync_server(resources, 0)["ok"]
-        dpo_loop.open_failure_agent(resources)
-        assert dpo_loop.seed_failure_agent(resources)["ok"]
-        rolled = loop.rollout(resources, 0, BASE_INTERFACE, served_version=0)
-        failure = dpo_loop.failure_rollout(resources, 0, BASE_INTERFACE)
+        assert loop.sync_server(run, 0)["ok"]
+        state = algorithm.initial_state()
+        algorithm.open(run, state)  # serves the failure agent at step 0
+        seeded, updates = algorithm.after_warm_start(run, state)
+        assert seeded["failure_agent_seeded"] and updates["failure_served"] == 1
+        state.update(updates)
+        rolled = loop.rollout(run, 0, BASE_INTERFACE, served_version=0)
+        failure = algorithm.rollout(run, 0, BASE_INTERFACE, state)["failure_agent"]
         assert rolled["episodes"] == 12 and failure["episodes"] == 12
         assert 0.0 <= failure["mean_failure_progress"] <= 0.5
-        stored = resources.store.episodes(dpo_loop.failure_batch_id(resources, 0))
+        stored = run.store.episodes(dpo_loop.failure_batch_id(run, 0))
         assert {e.progress for e in stored if not e.success} <= {0.0, 0.5}
 
-        trained = dpo_loop.train(resources, 0)
+        result = algorithm.train(run, 0, loop.labelled_batch(run, 0), state)
+        trained = result.metrics
         assert trained["negatives"]["count"] == sum(not e.success for e in stored)
         assert "failure_agent" in trained and trained["failure_agent"]["beta"] == 0.1
         # sampled at T=1 the batches differ run to run; measured: 4 failure-agent pairs
         # and 3 target pairs. At least one agent must have had something to learn.
         assert trained["failure_agent"]["pairs"] + trained["target"]["pairs"] > 0
+        state.update(result.state)
         if trained["failure_agent"]["pairs"]:
-            assert resources.failure.version == 2  # seeded, then one DPO round
-            assert dpo_loop.swap_failure(resources)["ok"]
+            assert state["failure_version"] == 2  # seeded, then one DPO round
+            swapped, updates = algorithm.swap(run, state, result.probe)
+            assert swapped["ok"] and updates == {"failure_served": 2}
         if trained["stepped"]:
-            assert loop.swap(resources, resources.policy.version, resources.probe)["ok"]
+            assert loop.swap(run, run.policy.version, result.probe)["ok"]
 
         served = set(lora_server.endpoint.list_models())
         assert {"seal-agent", dpo_loop.FAILURE_NAME} <= served
     finally:
-        resources.close()
+        run.close()
     assert_no_secret(tmp_path, lora_server.endpoint.api_key)
 
 

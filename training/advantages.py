@@ -20,40 +20,12 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from seal_graph.diagnosis import LabelStat, TurnDiagnosis
 from seal_graph.labels import UNTRUSTED_LABELS
-from seal_graph.records import Episode
-
-#: The paper's default rho; labels not listed weigh 1.0.
-DEFAULT_RHO: dict[str, float] = {
-    "spurious_tool_call": 2.0,
-    "correct_abstention": 1.8,
-    "empty_turn_model_response": 1.5,
-    "state_mismatch": 1.0,
-    "pass": 1.0,
-    "response_mismatch": 0.9,
-    "instance_mismatch": 0.6,
-}
-
-
-class WeightingConfig(BaseModel):
-    """How diagnoses reweight advantages."""
-
-    mode: Literal["none", "trajectory", "turn"] = Field(
-        default="trajectory", description="none = vanilla GRPO advantages."
-    )
-    rho: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_RHO))
-    w_min: float = Field(default=0.5, gt=0)
-    w_max: float = Field(default=2.0, gt=0)
-    dynamic_rho: bool = Field(default=True, description="Adapt rho online (EMA).")
-    alpha: float = Field(default=1.0, ge=0, description="Strength of dynamic rho.")
-    ema_beta: float = Field(default=0.25, gt=0, le=1)
-    count_saturation: int = Field(default=32, ge=1)
-    eps: float = Field(default=1e-6, gt=0)
+from seal_graph.records import Episode, LabelStat, TurnDiagnosis
+from seal_graph.training.settings import WeightingConfig
 
 
 def weight_key(diagnosis: TurnDiagnosis) -> str:

@@ -13,48 +13,63 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from seal_graph.errors import ConfigError
 from seal_graph.interface import InterfaceConfig
-from seal_graph.training.advantages import WeightingConfig
-from seal_graph.training.dpo import DPOSettings
-from seal_graph.training.grpo import OptimConfig
-from seal_graph.training.policy import LoraSettings
-from seal_graph.training.sft import WarmStartSettings
+from seal_graph.settings import JudgeSettings, RolloutSettings
+from seal_graph.training.settings import (
+    DPOSettings,
+    LoraSettings,
+    OptimConfig,
+    WarmStartSettings,
+    WeightingConfig,
+)
 
 PRESETS = ("cpu", "paper")
+Algo = Literal["seal", "vanilla-grpo", "eto", "coevolve-dpo"]
 DPO_ALGOS = ("eto", "coevolve-dpo")
 
 
-class RolloutSettings(BaseModel):
-    """The batch each iteration rolls out."""
+class LoopRolloutSettings(RolloutSettings):
+    """The batch each iteration rolls out (the sampling settings, plus which tasks)."""
 
-    split: str = "train"
-    tasks_per_iteration: int = Field(default=8, ge=1)
+    split: str = Field(default="train", description="Split the training tasks come from.")
+    tasks_per_iteration: int = Field(
+        default=8, ge=1, description="Tasks per iteration (a seeded sample of the split)."
+    )
     group_size: int = Field(default=4, ge=2, description="Samples per task (GRPO group).")
-    temperature: float = Field(default=1.0, ge=0)
-    max_tokens: int = Field(default=96, ge=1)
+    max_tokens: int = Field(default=96, ge=1, description="Completion token limit per step.")
     step_limit: int = Field(default=4, ge=1, description="Agent steps per user turn.")
-    concurrency: int = Field(default=8, ge=1)
 
 
 class EvalSettings(BaseModel):
     """Evaluation on the base interface, every `every` iterations and at the start."""
 
-    split: str = "test"
-    every: int = Field(default=1, ge=1)
-    limit: int | None = Field(default=16, ge=1)
+    model_config = ConfigDict(extra="forbid")
+
+    split: str = Field(default="test", description="Split evaluated (greedy, base interface).")
+    every: int = Field(default=1, ge=1, description="Evaluate after every N-th iteration.")
+    limit: int | None = Field(default=16, ge=1, description="At most N tasks (None = all).")
     baseline: bool = Field(default=True, description="Evaluate before any training.")
     final_splits: list[str] = Field(
         default_factory=list,
         description="More splits evaluated after the last iteration (e.g. kv-calc's 'ood').",
     )
-    max_tokens: int = Field(default=96, ge=1)
+    max_tokens: int = Field(default=96, ge=1, description="Completion token limit per step.")
 
 
 class AblationSettings(BaseModel):
     """The paper's Table 3 switches."""
+
+    model_config = ConfigDict(extra="forbid")
 
     adaptation: bool = Field(default=True, description="Environment-side interface evolution.")
     reweighting: bool = Field(default=True, description="Diagnosis-weighted advantages.")
@@ -65,51 +80,107 @@ class AblationSettings(BaseModel):
 
 
 class TrainConfig(BaseModel):
-    """Everything a `seal-graph train` run needs."""
+    """Everything a `seal-graph train` run needs.
 
-    env: str = "kv-calc"
+    Each algorithm fills the settings it fixes when the config leaves them out, and
+    refuses a config that sets them otherwise (the message quotes both values).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = Field(
+        default="kv-calc",
+        description="Environment: kv-calc, bfcl, 'package.module:factory', or a registered name.",
+    )
     model: str | None = Field(default=None, description="Checkpoint dir; None = bundled.")
-    algo: Literal["seal", "vanilla-grpo", "eto", "coevolve-dpo"] = Field(
+    algo: Algo = Field(
         default="seal",
         description="seal / vanilla-grpo: GRPO; eto / coevolve-dpo: DPO on hard negatives "
         "(coevolve-dpo serves both agents as LoRA adapters, so it always swaps by LoRA).",
     )
-    iterations: int = Field(default=2, ge=1)
-    seed: int = 0
+    iterations: int = Field(default=2, ge=1, description="Loop iterations.")
+    seed: int = Field(default=0, description="Seeds task sampling and sample subsets.")
     swap: Literal["lora", "full"] = Field(
         default="full", description="How new weights reach the server."
     )
     swap_tolerance: float = Field(default=0.05, gt=0, description="Max probe logprob diff.")
-    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
-    eval: EvalSettings = Field(default_factory=EvalSettings)
-    interface: InterfaceConfig = Field(default_factory=InterfaceConfig)
-    weighting: WeightingConfig = Field(default_factory=WeightingConfig)
-    optim: OptimConfig = Field(default_factory=OptimConfig)
-    lora: LoraSettings = Field(default_factory=LoraSettings)
-    ablation: AblationSettings = Field(default_factory=AblationSettings)
-    warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
+    rollout: LoopRolloutSettings = Field(
+        default_factory=LoopRolloutSettings, description="Each iteration's training batch."
+    )
+    eval: EvalSettings = Field(default_factory=EvalSettings, description="Evaluation.")
+    interface: InterfaceConfig = Field(
+        default_factory=InterfaceConfig, description="Interface evolution."
+    )
+    weighting: WeightingConfig = Field(
+        default_factory=WeightingConfig, description="Diagnosis-weighted advantages (GRPO)."
+    )
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="The GRPO step.")
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="The adapter.")
+    ablation: AblationSettings = Field(
+        default_factory=AblationSettings, description="The paper's ablation switches."
+    )
+    warm_start: WarmStartSettings = Field(
+        default_factory=WarmStartSettings, description="Supervised warm start."
+    )
     launcher: list[str] | None = Field(
         default=None,
         description="Run each optimiser step in separate processes under this command, "
         'e.g. ["accelerate", "launch", "--config_file", "multi_gpu.yaml"]; None = in-process.',
     )
-
-    dpo: DPOSettings = Field(default_factory=DPOSettings)
+    dpo: DPOSettings = Field(default_factory=DPOSettings, description="DPO rounds (eto, coevolve).")
+    judge: JudgeSettings = Field(
+        default_factory=JudgeSettings,
+        description="Optional LLM judge for `unverified` turns in the diagnose stage.",
+    )
 
     @model_validator(mode="after")
-    def _algorithm_defaults(self) -> TrainConfig:
+    def _algorithm_settings(self, info: ValidationInfo) -> TrainConfig:
+        """Fill what the algorithm fixes; refuse what the user set against it. A preset's
+        values count as defaults (`load_config` passes the user's own keys as context)."""
+        user = (info.context or {}).get("user")
+        if user is None:  # built in Python (or a saved config): everything given counts
+            given_top = self.model_fields_set
+            given = self.ablation.model_fields_set if "ablation" in given_top else set()
+        else:
+            given_top, given = set(user), set(user.get("ablation") or {})
+        fixed: dict[str, bool] = {}
         if self.algo == "vanilla-grpo":
-            self.ablation = AblationSettings(adaptation=False, reweighting=False, closed_loop=False)
-        if self.algo in DPO_ALGOS and "ablation" not in self.model_fields_set:
-            # the plain baselines; set [ablation] adaptation = true to add SEAL's interface
-            self.ablation = AblationSettings(adaptation=False, reweighting=False, closed_loop=False)
+            fixed = {"adaptation": False, "reweighting": False, "closed_loop": False}
+        elif self.algo in DPO_ALGOS:  # the plain baselines; adaptation = true adds SEAL's
+            adaptation = self.ablation.adaptation if "adaptation" in given else False
+            fixed = {"reweighting": False, "closed_loop": adaptation and self.ablation.closed_loop}
+            fixed["adaptation"] = adaptation
+        for name, value in fixed.items():
+            chosen = getattr(self.ablation, name)
+            if name in given and chosen != value:
+                raise ValueError(
+                    f"algo={self.algo!r} runs with ablation.{name}={value}, but the config "
+                    f"sets ablation.{name}={chosen}; "
+                    + _ALGO_HINTS.get((self.algo, name), "drop the setting")
+                )
+        if fixed:
+            self.ablation = AblationSettings.model_validate({**self.ablation.model_dump(), **fixed})
         if self.algo == "coevolve-dpo":
+            if "swap" in given_top and self.swap != "lora":
+                raise ValueError(
+                    f"algo='coevolve-dpo' serves the target and the failure agent as two LoRA "
+                    f"adapters on one server, so it swaps by LoRA, but the config sets "
+                    f'swap={self.swap!r}; drop `swap` or set swap = "lora"'
+                )
             self.swap = "lora"
         return self
 
     @property
     def weighting_mode(self) -> str:
         return self.weighting.mode if self.ablation.reweighting else "none"
+
+
+_ALGO_HINTS = {
+    ("vanilla-grpo", "adaptation"): "for GRPO with interface evolution use algo = 'seal'",
+    ("vanilla-grpo", "reweighting"): "for diagnosis-weighted GRPO use algo = 'seal'",
+    ("eto", "reweighting"): "DPO has no advantages to reweight; drop ablation.reweighting",
+    ("coevolve-dpo", "reweighting"): "DPO has no advantages to reweight; drop ablation.reweighting",
+}
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -139,22 +210,25 @@ def load_config(
 ) -> TrainConfig:
     """Preset, then file, then command-line overrides; validated with readable errors."""
     data: dict[str, Any] = preset(preset_name) if preset_name else {}
+    user: dict[str, Any] = {}  # what the user set, as opposed to the preset's defaults
     if path is not None:
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            file_data = tomllib.loads(path.read_text("utf-8"))
+            user = tomllib.loads(path.read_text("utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-        if "preset" in file_data:
-            data = _merge(preset(file_data.pop("preset")), data)
-        data = _merge(data, file_data)
-    data = _merge(data, {k: v for k, v in overrides.items() if v is not None})
+        if "preset" in user:
+            data = _merge(preset(user.pop("preset")), data)
+    user = _merge(user, {k: v for k, v in overrides.items() if v is not None})
+    data = _merge(data, user)
     try:
-        return TrainConfig.model_validate(data)
+        return TrainConfig.model_validate(data, context={"user": user})
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']} (got {e.get('input')!r})"
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+            if e["loc"]
+            else e["msg"].removeprefix("Value error, ")
             for e in exc.errors()
         )
         raise ConfigError(

@@ -25,43 +25,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from datasets import Dataset
-from pydantic import BaseModel, Field
 from trl import DPOConfig, DPOTrainer
 from trl.trainer.dpo_trainer import DataCollatorForPreference
 
 from seal_graph.training.preferences import PreferencePair, prompt_length
+from seal_graph.training.settings import DPOSettings
 from seal_graph.training.sft import release_mixed_precision, use_bf16
 from seal_graph.training.trajectories import tokenize_trajectory
-
-
-class DPOSettings(BaseModel):
-    """Preference optimisation of the target (and the failure agent)."""
-
-    beta_first: float = Field(default=0.1, gt=0, description="DPO beta in the first iteration.")
-    beta_later: float = Field(default=0.5, gt=0, description="DPO beta afterwards.")
-    learning_rate: float = Field(default=1e-5, gt=0)
-    epochs: int = Field(default=1, ge=1, description="Passes over an iteration's pairs.")
-    batch_pairs: int = Field(default=8, ge=1, description="Pairs per optimiser step.")
-    micro_batch: int = Field(default=2, ge=1, description="Pairs per forward pass.")
-    max_pairs: int | None = Field(
-        default=16, ge=1, description="Cap on pairs per iteration (a seeded sample)."
-    )
-    failure_group_size: int = Field(
-        default=4, ge=1, description="Failure-agent rollouts per task (coevolve-dpo)."
-    )
-    failure_pairs_per_task: int = Field(default=4, ge=1)
-    precision: Literal["auto", "fp32", "bf16"] = Field(
-        default="auto",
-        description="auto = bf16 autocast where the hardware has bf16 kernels (as the warm "
-        "start); the reference is computed under the same precision as the policy.",
-    )
-
-    def beta(self, iteration: int) -> float:
-        return self.beta_first if iteration == 0 else self.beta_later
 
 
 @dataclass

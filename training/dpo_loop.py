@@ -8,9 +8,9 @@
   tasks. It is trained first, by DPO over pairs of failures from both agents (higher
   partial progress preferred), then its failures are the target's hard negatives.
 
-The stages reuse the loop's store, rollout runner, swap verification and report; the
-rollout, diagnose and evolve stages run as for GRPO, so SEAL's interface evolution
-combines with either algorithm.
+`HardNegativeDPO` is both, behind the loop's `Algorithm` interface: the rollout, diagnose
+and evolve stages run as for GRPO, so SEAL's interface evolution combines with either.
+Its checkpointed state says which failure-agent version exists and which is served.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from peft import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 
 from seal_graph import registry
+from seal_graph.errors import ServerError
+from seal_graph.evolution import Labelled
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode
-from seal_graph.rollouts import run_rollouts
+from seal_graph.training.algorithms import Algorithm, TrainResult
 from seal_graph.training.dpo import dpo_step, pair_rows
-from seal_graph.training.loop import batch_run_id, default_probe, iteration_tasks, mean
+from seal_graph.training.loop import batch_run_id, default_probe, iteration_tasks, mean, roll_out
 from seal_graph.training.policy import Policy
 from seal_graph.training.preferences import (
     PreferencePair,
@@ -37,7 +39,8 @@ from seal_graph.training.preferences import (
     from_episode,
     target_pairs,
 )
-from seal_graph.training.resources import LoopResources, console
+from seal_graph.training.report import hard_negative_section
+from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.sft import expert_episode, task_tools
 from seal_graph.training.weight_sync import Probe, WeightSync
 
@@ -48,95 +51,188 @@ NEAR_SUCCESS = 0.5
 """A negative with at least this partial progress counts as near-success."""
 
 
-def failure_batch_id(resources: LoopResources, iteration: int) -> str:
-    return f"{batch_run_id(resources, iteration)}/failure"
+def failure_batch_id(run: LoopRun, iteration: int) -> str:
+    return f"{batch_run_id(run, iteration)}/failure"
 
 
-def _failure_dir(resources: LoopResources, version: int) -> Path:
-    return resources.run_dir / "failure-adapters" / f"step-{version}"
+def _failure_dir(run: LoopRun, version: int) -> Path:
+    return run.run_dir / "failure-adapters" / f"step-{version}"
 
 
-def open_failure_agent(resources: LoopResources) -> None:
-    """The failure agent's policy (at its latest saved version) and its weight sync."""
-    policy = Policy(resources.policy.base_dir, resources.config.lora)
-    saved = sorted(
-        int(p.name.removeprefix("step-"))
-        for p in (resources.run_dir / "failure-adapters").glob("step-*")
-    )
-    if saved:
-        weights = load_file(str(_failure_dir(resources, saved[-1]) / "adapter_model.safetensors"))
-        set_peft_model_state_dict(policy.model, weights)
-        policy.version = saved[-1]
-    resources.failure = policy
-    endpoint = resources.endpoint.model_copy(update={"model": FAILURE_NAME})
-    resources.failure_sync = WeightSync(endpoint, "lora", tolerance=resources.config.swap_tolerance)
+class HardNegativeDPO(Algorithm):
+    """`eto` (the target's own failures as negatives) and `coevolve-dpo` (a served failure
+    agent's failures too). State: `failure_version` (the failure agent's adapter
+    versions saved) and `failure_served` (the one its server name answers with)."""
 
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.failure: Policy | None = None
+        self.failure_sync: WeightSync | None = None
 
-def seed_failure_agent(resources: LoopResources) -> dict[str, Any]:
-    """Start the failure agent as a copy of the target, and serve it."""
-    assert resources.failure is not None
-    set_peft_model_state_dict(
-        resources.failure.model, get_peft_model_state_dict(resources.policy.model)
-    )
-    resources.failure.version += 1
-    return swap_failure(resources)
+    @property
+    def coevolve(self) -> bool:
+        return self.config.algo == "coevolve-dpo"
 
+    def initial_state(self) -> dict[str, Any]:
+        return {"failure_version": 0, "failure_served": 0} if self.coevolve else {}
 
-def swap_failure(resources: LoopResources) -> dict[str, Any]:
-    """Serve the failure agent's current adapter under its name, verified."""
-    failure, sync = resources.failure, resources.failure_sync
-    assert failure is not None and sync is not None
-    probe = resources.probe or default_probe(resources)
-    weights = failure.save_adapter(_failure_dir(resources, failure.version))
-    expected = failure.completion_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
-    report = sync.swap(weights, f"failure-{failure.version}", probe, expected)
-    if report.ok:
-        resources.failure_served = failure.version
-    else:
-        console.print(f"[bold red]failure-agent swap failed[/]: {report.error}")
-    return {"ok": report.ok, "seconds": report.seconds, "error": report.error}
+    def open(self, run: LoopRun, state: dict[str, Any]) -> None:
+        """coevolve-dpo: the failure agent at its checkpointed version, served."""
+        if not self.coevolve:
+            return
+        self.failure = Policy(run.policy.base_dir, run.config.lora)
+        version = state.get("failure_version", 0)
+        if version > 0:
+            weights = load_file(str(_failure_dir(run, version) / "adapter_model.safetensors"))
+            set_peft_model_state_dict(self.failure.model, weights)
+            self.failure.version = version
+        endpoint = run.endpoint.model_copy(update={"model": FAILURE_NAME})
+        self.failure_sync = WeightSync(endpoint, "lora", tolerance=run.config.swap_tolerance)
+        served = self.swap_failure(run, None)
+        if not served["ok"]:
+            raise ServerError(f"could not serve the failure agent: {served['error']}")
 
+    def after_warm_start(
+        self, run: LoopRun, state: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """coevolve-dpo: start the failure agent as a copy of the target, and serve it."""
+        if self.failure is None:
+            return {}, {}
+        set_peft_model_state_dict(self.failure.model, get_peft_model_state_dict(run.policy.model))
+        self.failure.version += 1
+        served = self.swap_failure(run, None)
+        updates = {"failure_version": self.failure.version}
+        if served["ok"]:
+            updates["failure_served"] = self.failure.version
+        return {"failure_agent_seeded": served["ok"]}, updates
 
-def failure_rollout(
-    resources: LoopResources, iteration: int, interface: InterfaceVersion
-) -> dict[str, Any]:
-    """The failure agent explores the iteration's tasks."""
-    assert resources.failure is not None
-    config = resources.config
-    began = time.perf_counter()
-    asyncio.run(
-        run_rollouts(
-            config.env,
-            resources.failure_sync.endpoint,
-            iteration_tasks(resources, iteration),
-            store=resources.store,
-            run_id=failure_batch_id(resources, iteration),
-            samples=config.dpo.failure_group_size,
-            concurrency=config.rollout.concurrency,
-            temperature=config.rollout.temperature,
-            max_tokens=config.rollout.max_tokens,
-            step_limit=config.rollout.step_limit,
-            interface=interface,
-            policy_version=f"failure-{resources.failure_served}",
-            checkpoint_path=resources.run_dir / "rollouts.checkpoints.sqlite",
-            keep_episodes=False,
+    def swap_failure(self, run: LoopRun, probe: Probe | None) -> dict[str, Any]:
+        """Serve the failure agent's current adapter under its name, verified."""
+        failure, sync = self.failure, self.failure_sync
+        assert failure is not None and sync is not None
+        probe = probe or default_probe(run)
+        weights = failure.save_adapter(_failure_dir(run, failure.version))
+        expected = failure.completion_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
+        report = sync.swap(weights, f"failure-{failure.version}", probe, expected)
+        if not report.ok:
+            console.print(f"[bold red]failure-agent swap failed[/]: {report.error}")
+        return {"ok": report.ok, "seconds": report.seconds, "error": report.error}
+
+    def swap(
+        self, run: LoopRun, state: dict[str, Any], probe: Probe | None
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        if self.failure is None or self.failure.version == state.get("failure_served"):
+            return None, {}
+        result = self.swap_failure(run, probe)
+        return result, {"failure_served": self.failure.version} if result["ok"] else {}
+
+    def rollout(
+        self, run: LoopRun, iteration: int, interface: InterfaceVersion, state: dict[str, Any]
+    ) -> dict[str, Any]:
+        """coevolve-dpo: the failure agent explores the iteration's tasks."""
+        if self.failure is None or self.failure_sync is None:
+            return {}
+        began = time.perf_counter()
+        settings = run.config.rollout.model_copy(
+            update={"group_size": run.config.dpo.failure_group_size}
         )
-    )
-    episodes = resources.store.episodes(failure_batch_id(resources, iteration))
-    failures = [e for e in episodes if not e.success]
-    return {
-        "episodes": len(episodes),
-        "success": mean(e.success for e in episodes),
-        "mean_failure_progress": mean(e.progress for e in failures),
-        "seconds": time.perf_counter() - began,
-    }
+        batch = failure_batch_id(run, iteration)
+        roll_out(
+            run,
+            batch,
+            iteration_tasks(run, iteration),
+            settings,
+            interface=interface,
+            policy_version=f"failure-{state.get('failure_served')}",
+            endpoint=self.failure_sync.endpoint,
+        )
+        episodes = run.store.episodes(batch)
+        failures = [e for e in episodes if not e.success]
+        result = {
+            "episodes": len(episodes),
+            "success": mean(e.success for e in episodes),
+            "mean_failure_progress": mean(e.progress for e in failures),
+            "seconds": time.perf_counter() - began,
+        }
+        console.print(
+            f"[bold]iteration {iteration}[/] failure agent: success {result['success']:.0%}, "
+            f"mean progress of its failures {result['mean_failure_progress']:.2f} "
+            f"({result['seconds']:.1f} s)"
+        )
+        return {"failure_agent": result}
+
+    def train(
+        self, run: LoopRun, iteration: int, pairs: Labelled, state: dict[str, Any]
+    ) -> TrainResult:
+        """One DPO round for the failure agent (coevolve-dpo), then one for the target."""
+        config = run.config
+        env = registry.get_environment(config.env)
+        tasks = {t: env.task(t) for t in iteration_tasks(run, iteration)}
+        system = {t: BASE_INTERFACE.system_prompt(task.system_prompt) for t, task in tasks.items()}
+        tools = {t: task_tools(env, task) for t, task in tasks.items()}
+        target_episodes = run.store.episodes(batch_run_id(run, iteration))
+        target_failures = [
+            from_episode(e, system[e.task_id], "target") for e in target_episodes if not e.success
+        ]
+        beta = config.dpo.beta(iteration)
+        metrics: dict[str, Any] = {}
+        updates: dict[str, Any] = {}
+        negatives = target_failures
+        if self.failure is not None:
+            failure_episodes = run.store.episodes(failure_batch_id(run, iteration))
+            negatives = [
+                from_episode(e, system[e.task_id], "failure")
+                for e in failure_episodes
+                if not e.success
+            ]
+            pairs_f = failure_pairs(
+                target_failures + negatives, config.dpo.failure_pairs_per_task, config.seed
+            )
+            stepped = _dpo_round(run, self.failure, pairs_f, tools, beta, "dpo-failure")
+            if stepped["pairs"]:
+                self.failure.version += 1
+                self.failure.save_adapter(_failure_dir(run, self.failure.version))
+                updates["failure_version"] = self.failure.version
+            metrics["failure_agent"] = _dpo_summary(stepped)
+        chosen = chosen_trajectories(run, target_episodes, system)
+        stepped = _dpo_round(
+            run, run.policy, target_pairs(chosen, negatives), tools, beta, "dpo-target"
+        )
+        probe = None
+        if stepped["pairs"]:
+            run.policy.version += 1
+            run.policy.save_adapter(run.adapter_dir(run.policy.version))
+            probe = _probe(target_episodes)
+        return TrainResult(
+            metrics={
+                "stepped": bool(stepped["pairs"]),
+                "algo": config.algo,
+                "negatives": negative_statistics(negatives),
+                "target": _dpo_summary(stepped),
+                **metrics,
+            },
+            stepped=bool(stepped["pairs"]),
+            probe=probe,
+            state=updates,
+        )
+
+    def report_sections(self, history: list[dict[str, Any]]) -> list[str]:
+        return hard_negative_section(history)
+
+    def restore_served_weights(self) -> None:
+        if self.failure_sync is not None:
+            self.failure_sync.restore()
+
+    def close(self) -> None:
+        if self.failure_sync is not None:
+            self.failure_sync.close()
 
 
 def chosen_trajectories(
-    resources: LoopResources, episodes: list[Episode], system: dict[str, str | None]
+    run: LoopRun, episodes: list[Episode], system: dict[str, str | None]
 ) -> dict[str, Trajectory]:
     """Per task: its expert trajectory, else its best successful episode of the batch."""
-    env = registry.get_environment(resources.config.env)
+    env = registry.get_environment(run.config.env)
     chosen: dict[str, Trajectory] = {}
     for task_id in system:
         expert = asyncio.run(expert_episode(env, env.task(task_id)))
@@ -148,53 +244,8 @@ def chosen_trajectories(
     return chosen
 
 
-def train(resources: LoopResources, iteration: int) -> dict[str, Any]:
-    """One DPO round for the failure agent (coevolve-dpo), then one for the target."""
-    config = resources.config
-    began = time.perf_counter()
-    env = registry.get_environment(config.env)
-    tasks = {t: env.task(t) for t in iteration_tasks(resources, iteration)}
-    system = {t: BASE_INTERFACE.system_prompt(task.system_prompt) for t, task in tasks.items()}
-    tools = {t: task_tools(env, task) for t, task in tasks.items()}
-    target_episodes = resources.store.episodes(batch_run_id(resources, iteration))
-    target_failures = [
-        from_episode(e, system[e.task_id], "target") for e in target_episodes if not e.success
-    ]
-    beta = config.dpo.beta(iteration)
-    metrics: dict[str, Any] = {}
-    negatives = target_failures
-    if config.algo == "coevolve-dpo":
-        assert resources.failure is not None
-        failure_episodes = resources.store.episodes(failure_batch_id(resources, iteration))
-        negatives = [
-            from_episode(e, system[e.task_id], "failure") for e in failure_episodes if not e.success
-        ]
-        pairs = failure_pairs(
-            target_failures + negatives, config.dpo.failure_pairs_per_task, config.seed
-        )
-        stepped = _dpo_round(resources, resources.failure, pairs, tools, beta, "dpo-failure")
-        if stepped["pairs"]:
-            resources.failure.version += 1
-            resources.failure.save_adapter(_failure_dir(resources, resources.failure.version))
-        metrics["failure_agent"] = _dpo_summary(stepped)
-    pairs = target_pairs(chosen_trajectories(resources, target_episodes, system), negatives)
-    stepped = _dpo_round(resources, resources.policy, pairs, tools, beta, "dpo-target")
-    if stepped["pairs"]:
-        resources.policy.version += 1
-        resources.policy.save_adapter(resources.adapter_dir(resources.policy.version))
-        resources.probe = _probe(target_episodes) or resources.probe
-    return {
-        "stepped": bool(stepped["pairs"]),
-        "algo": config.algo,
-        "negatives": negative_statistics(negatives),
-        "target": _dpo_summary(stepped),
-        **metrics,
-        "seconds": time.perf_counter() - began,
-    }
-
-
 def _dpo_round(
-    resources: LoopResources,
+    run: LoopRun,
     policy: Policy,
     pairs: list[PreferencePair],
     tools: dict[str, list[dict]],
@@ -203,15 +254,9 @@ def _dpo_round(
 ) -> dict[str, float]:
     """One DPO round of `policy` (target or failure agent) on `pairs`."""
     rows = pair_rows(policy.tokenizer, pairs, tools.__getitem__)
-    config = resources.config
+    config = run.config
     return dpo_step(
-        policy.model,
-        policy.tokenizer,
-        rows,
-        config.dpo,
-        beta,
-        resources.run_dir / name,
-        config.seed,
+        policy.model, policy.tokenizer, rows, config.dpo, beta, run.run_dir / name, config.seed
     )
 
 

@@ -28,31 +28,11 @@ from typing import Any
 import torch
 from accelerate import PartialState
 from datasets import Dataset
-from pydantic import BaseModel, Field
 from torch.utils.data import RandomSampler, Sampler
 from trl import GRPOConfig, GRPOTrainer
 
-
-class OptimConfig(BaseModel):
-    """Optimiser settings of one GRPO step."""
-
-    learning_rate: float = Field(default=1e-6, gt=0)
-    beta: float = Field(default=0.001, ge=0, description="KL coefficient (0 = no reference).")
-    epsilon: float = Field(default=0.2, gt=0, description="Clip range of the ratio.")
-    epochs: int = Field(default=1, ge=1, description="Passes over a batch.")
-    micro_batch: int = Field(default=2, ge=1, description="Samples per forward pass.")
-    loss_type: str = Field(default="grpo", description="TRL loss aggregation.")
-    max_grad_norm: float = Field(default=1.0, gt=0)
-    drop_zero_advantage: bool = Field(
-        default=True,
-        description="Skip samples whose advantage is 0 (no policy gradient) when beta = 0.",
-    )
-    max_samples: int | None = Field(
-        default=None,
-        ge=1,
-        description="Cap on LLM-call samples per step (a seeded random "
-        "subset); keeps a CPU step short when episodes make many calls.",
-    )
+from seal_graph.records import TrainingSample
+from seal_graph.training.settings import OptimConfig
 
 
 def _never_called(*args: Any, **kwargs: Any) -> list[float]:
@@ -123,7 +103,7 @@ class TraceGRPOTrainer(GRPOTrainer):
 def grpo_step(
     policy_model: Any,
     tokenizer: Any,
-    rows: list[dict[str, Any]],
+    rows: list[TrainingSample],
     config: OptimConfig,
     output_dir: Path,
     trainer: TraceGRPOTrainer | None = None,
@@ -137,14 +117,14 @@ def grpo_step(
     rows and gradients are all-reduced: still one optimiser step per call.
     """
     if config.drop_zero_advantage and config.beta == 0.0:
-        rows = [r for r in rows if r["advantage"] != 0.0]
+        rows = [r for r in rows if r.advantage != 0.0]
     if config.max_samples and len(rows) > config.max_samples:
         rows = random.Random(len(rows)).sample(rows, config.max_samples)
     if not rows:
         return trainer, {"samples": 0.0}
     micro = min(config.micro_batch, len(rows))
     accumulation = max(1, -(-len(rows) // (micro * PartialState().num_processes)))
-    dataset = Dataset.from_list([{**r, "prompt": ""} for r in rows])
+    dataset = Dataset.from_list([{**r.model_dump(), "prompt": ""} for r in rows])
     if trainer is None:
         args = GRPOConfig(
             output_dir=str(output_dir),

@@ -21,7 +21,6 @@ import subprocess
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Any
 
 import torch
 from peft import set_peft_model_state_dict
@@ -29,6 +28,7 @@ from pydantic import BaseModel
 from safetensors.torch import load_file
 
 from seal_graph.errors import SealGraphError
+from seal_graph.records import TrainingSample
 from seal_graph.training.grpo import OptimConfig, grpo_step
 from seal_graph.training.policy import LoraSettings, Policy
 
@@ -47,13 +47,13 @@ class LaunchedStepError(SealGraphError):
     """The launched training step failed."""
 
 
-def write_job(job_dir: Path, job: StepJob, rows: list[dict[str, Any]], policy: Policy) -> None:
+def write_job(job_dir: Path, job: StepJob, rows: list[TrainingSample], policy: Policy) -> None:
     """Job directory: job.json, rows.jsonl and the current adapter (adapter_in/)."""
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "job.json").write_text(job.model_dump_json(indent=2), encoding="utf-8")
     with (job_dir / "rows.jsonl").open("w", encoding="utf-8") as handle:
         for row in rows:
-            handle.write(json.dumps(row) + "\n")
+            handle.write(row.model_dump_json() + "\n")
     policy.save_adapter(job_dir / "adapter_in")
     (job_dir / "metrics.json").unlink(missing_ok=True)
 
@@ -89,7 +89,7 @@ def main(job_dir: Path) -> None:
     policy = Policy(job.base_dir, job.lora)
     set_peft_model_state_dict(policy.model, load_file(str(job_dir / "adapter_in" / ADAPTER_FILE)))
     with (job_dir / "rows.jsonl").open(encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
+        rows = [TrainingSample.model_validate_json(line) for line in handle]
     optimizer_file = job_dir / "optimizer.pt"
     had_state = optimizer_file.is_file()
     trainer, metrics = grpo_step(

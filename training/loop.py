@@ -1,8 +1,9 @@
-"""The stages of one closed-loop iteration, as plain functions over the live resources.
+"""The stages every training algorithm shares, as plain functions over the live run.
 
-rollout batch → diagnose → evolve interface → train (one optimiser step) → swap →
-(every k iterations) evaluate on the base interface. The loop graph
-(`graphs/train_loop.py`) wires them and checkpoints between them.
+rollout batch → diagnose → evolve interface → (the algorithm trains) → swap → (every k
+iterations) evaluate on the base interface. The loop graph (`graphs/train_loop.py`)
+wires them, calls the algorithm (`training/algorithms.py`) for what differs, and
+checkpoints between stages. Every rollout of the loop goes through `roll_out`.
 """
 
 from __future__ import annotations
@@ -12,71 +13,77 @@ import random
 import shutil
 import statistics
 import time
-from typing import Any
+from typing import Any, Literal
 
-from seal_graph import registry
-from seal_graph.diagnosis import TurnDiagnosis, diagnose_batch, label_statistics, looks_like_error
+from seal_graph import evolution, registry
+from seal_graph.diagnosis import label_statistics
 from seal_graph.evaluation import select_tasks
-from seal_graph.interface import BASE_INTERFACE, InterfaceVersion, evolve
-from seal_graph.records import Episode
-from seal_graph.rollouts import run_rollouts
-from seal_graph.training.advantages import (
-    WeightedAdvantages,
-    key_statistics,
-    update_rho,
-    weighted_advantages,
-)
-from seal_graph.training.grpo import grpo_step
-from seal_graph.training.launched_step import StepJob, load_result, run_job, write_job
-from seal_graph.training.resources import LoopResources, console
+from seal_graph.evolution import Labelled
+from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
+from seal_graph.rollouts import RolloutBatchReport, run_rollouts
+from seal_graph.serving import ModelEndpoint
+from seal_graph.settings import RolloutSettings
+from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.sft import expert_dataset
 from seal_graph.training.sft import warm_start as sft_warm_start
 from seal_graph.training.weight_sync import Probe
 
 
-def batch_run_id(resources: LoopResources, iteration: int) -> str:
-    return f"{resources.run_id}/it{iteration}"
+def batch_run_id(run: LoopRun, iteration: int) -> str:
+    return f"{run.run_id}/it{iteration}"
 
 
-def iteration_tasks(resources: LoopResources, iteration: int) -> list[str]:
+def iteration_tasks(run: LoopRun, iteration: int) -> list[str]:
     """The iteration's training tasks: a seeded sample of the split (reproducible)."""
-    env = registry.get_environment(resources.config.env)
-    ids = [t.id for t in env.tasks(resources.config.rollout.split)]
-    rng = random.Random(f"{resources.config.seed}/{iteration}")
-    return rng.sample(ids, min(resources.config.rollout.tasks_per_iteration, len(ids)))
+    env = registry.get_environment(run.config.env)
+    ids = [t.id for t in env.tasks(run.config.rollout.split)]
+    rng = random.Random(f"{run.config.seed}/{iteration}")
+    return rng.sample(ids, min(run.config.rollout.tasks_per_iteration, len(ids)))
 
 
-def sync_server(resources: LoopResources, version: int) -> dict[str, Any]:
-    """Bring the server to the policy's weights (at start, after a restart)."""
-    if resources.config.swap == "full" and version == 0:
-        return {"ok": True, "seconds": 0.0, "note": "base weights already served"}
-    return swap(resources, version, probe=None)
-
-
-def rollout(
-    resources: LoopResources, iteration: int, interface: InterfaceVersion, served_version: int
-) -> dict[str, Any]:
-    rollout = resources.config.rollout
-    began = time.perf_counter()
-    report = asyncio.run(
+def roll_out(
+    run: LoopRun,
+    batch_id: str,
+    task_ids: list[str],
+    settings: RolloutSettings,
+    *,
+    policy_version: str,
+    interface: InterfaceVersion | None = None,
+    mode: Literal["train", "eval"] = "train",
+    endpoint: ModelEndpoint | None = None,
+) -> RolloutBatchReport:
+    """A batch into the run's store, resumable from the run's rollout checkpoints."""
+    return asyncio.run(
         run_rollouts(
-            resources.config.env,
-            resources.endpoint,
-            iteration_tasks(resources, iteration),
-            store=resources.store,
-            run_id=batch_run_id(resources, iteration),
-            samples=rollout.group_size,
-            concurrency=rollout.concurrency,
-            temperature=rollout.temperature,
-            max_tokens=rollout.max_tokens,
-            step_limit=rollout.step_limit,
+            run.config.env,
+            endpoint or run.endpoint,
+            task_ids,
+            store=run.store,
+            run_id=batch_id,
+            settings=settings,
             interface=interface,
-            policy_version=f"step-{served_version}",
-            checkpoint_path=resources.run_dir / "rollouts.checkpoints.sqlite",
+            mode=mode,
+            policy_version=policy_version,
+            checkpoint_path=run.run_dir / "rollouts.checkpoints.sqlite",
             keep_episodes=False,
         )
     )
-    episodes = resources.store.episodes(batch_run_id(resources, iteration))
+
+
+def rollout(
+    run: LoopRun, iteration: int, interface: InterfaceVersion, served_version: int
+) -> dict[str, Any]:
+    began = time.perf_counter()
+    batch = batch_run_id(run, iteration)
+    report = roll_out(
+        run,
+        batch,
+        iteration_tasks(run, iteration),
+        run.config.rollout,
+        interface=interface,
+        policy_version=f"step-{served_version}",
+    )
+    episodes = run.store.episodes(batch)
     return {
         "episodes": len(episodes),
         "train_success": mean(e.success for e in episodes),
@@ -86,12 +93,12 @@ def rollout(
     }
 
 
-def diagnose(resources: LoopResources, iteration: int) -> dict[str, Any]:
-    """Label the iteration's batch and store the labels."""
+def diagnose(run: LoopRun, iteration: int) -> dict[str, Any]:
+    """Label the iteration's batch (and the judge, if configured) and store the labels."""
     began = time.perf_counter()
-    pairs = diagnose_batch(resources.store.episodes(batch_run_id(resources, iteration)))
-    for episode, diagnoses in pairs:
-        resources.store.write_labels(episode.episode_id, diagnoses)
+    episodes = run.store.episodes(batch_run_id(run, iteration))
+    judge = registry.judge_model(run.config.judge)
+    pairs = asyncio.run(evolution.diagnose(episodes, registry.task_of, judge, run.store))
     stats = label_statistics(pairs)
     return {
         "label_prevalence": {k: s.prevalence for k, s in stats.items()},
@@ -100,117 +107,36 @@ def diagnose(resources: LoopResources, iteration: int) -> dict[str, Any]:
     }
 
 
-def labelled_batch(
-    resources: LoopResources, iteration: int
-) -> list[tuple[Episode, list[TurnDiagnosis]]]:
+def labelled_batch(run: LoopRun, iteration: int) -> Labelled:
     """The iteration's episodes with the labels `diagnose` stored."""
-    run_id = batch_run_id(resources, iteration)
-    labels = resources.store.labels(run_id)
-    return [(e, labels.get(e.episode_id, [])) for e in resources.store.episodes(run_id)]
+    batch = batch_run_id(run, iteration)
+    labels = run.store.labels(batch)
+    return [(e, labels.get(e.episode_id, [])) for e in run.store.episodes(batch)]
 
 
 def evolve_interface(
-    resources: LoopResources,
-    iteration: int,
-    current: InterfaceVersion,
-    pairs: list[tuple[Episode, list[TurnDiagnosis]]],
+    run: LoopRun, iteration: int, current: InterfaceVersion, pairs: Labelled
 ) -> tuple[InterfaceVersion, dict[str, Any]]:
     """The next interface (ablations: no adaptation; frozen after the first diagnosis)."""
-    ablation = resources.config.ablation
+    ablation = run.config.ablation
     if not ablation.adaptation:
         return BASE_INTERFACE, {"version": 0, "change": "adaptation off"}
     if not ablation.closed_loop and iteration > 0:
         return current, {"version": current.version, "change": "frozen (no closed loop)"}
-    errors = [e.output for episode, _ in pairs for e in episode.tool_events if looks_like_error(e)]
-    proposed = evolve(current, label_statistics(pairs), errors, resources.config.interface)
+    proposed = evolution.propose(current, pairs, run.config.interface)
     if proposed.version != current.version:
-        resources.store.save_interface(resources.run_id, proposed)
+        run.store.save_interface(run.run_id, proposed)
     change = proposed.summary if proposed.version != current.version else "no change"
     return proposed, {"version": proposed.version, "change": change}
 
 
-def train(
-    resources: LoopResources,
-    iteration: int,
-    pairs: list[tuple[Episode, list[TurnDiagnosis]]],
-    rho: dict[str, float],
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """Advantages from the diagnoses, then one optimiser step; returns the next rho."""
-    config = resources.config
-    began = time.perf_counter()
-    if config.weighting.dynamic_rho and config.ablation.reweighting:
-        rho = update_rho(rho, key_statistics(pairs), config.weighting)
-    weighted = weighted_advantages(pairs, config.weighting, rho)
-    rows = training_rows(resources, iteration, weighted)
-    if config.launcher is not None:
-        metrics = launched_step(resources, rows)
-    else:
-        resources.trainer, metrics = grpo_step(
-            resources.policy.model,
-            resources.policy.tokenizer,
-            rows,
-            config.optim,
-            resources.run_dir / "trainer",
-            resources.trainer,
-        )
-    stepped = metrics.get("samples", 0.0) > 0
-    if stepped:
-        resources.policy.version += 1
-        resources.policy.save_adapter(resources.adapter_dir(resources.policy.version))
-        resources.probe = _probe(rows)
-    advantages = [abs(a) for a in weighted.advantage.values()]
-    return rho, {
-        "stepped": stepped,
-        "samples": int(metrics.get("samples", 0)),
-        "loss": metrics.get("train_loss"),
-        "groups": weighted.groups,
-        "zero_signal_groups": weighted.zero_signal_groups,
-        "mean_abs_advantage": mean(advantages),
-        "mean_weight": mean(weighted.weight.values()),
-        "weighting": config.weighting_mode,
-        "seconds": time.perf_counter() - began,
-    }
-
-
-def launched_step(resources: LoopResources, rows: list[dict[str, Any]]) -> dict[str, float]:
-    """The optimiser step in separate processes under the configured launcher."""
-    config = resources.config
-    job_dir = resources.run_dir / "launched-step"
-    job = StepJob(base_dir=resources.policy.base_dir, lora=config.lora, optim=config.optim)
-    write_job(job_dir, job, rows, resources.policy)
-    console.print(f"training step under: {' '.join(config.launcher or [])}")
-    metrics = run_job(job_dir, config.launcher or [], resources.run_dir / "launched-step.log")
-    if metrics.get("samples", 0.0) > 0:
-        load_result(job_dir, resources.policy)
-    return metrics
-
-
-def training_rows(
-    resources: LoopResources, iteration: int, weighted: WeightedAdvantages
-) -> list[dict[str, Any]]:
-    """One row per stored LLM call with the advantage of its episode (and turn)."""
-    mode = resources.config.weighting_mode
-    return [
-        {**sample, "advantage": weighted.for_call(sample["episode_id"], sample["turn"], mode)}
-        for sample in resources.store.training_samples(batch_run_id(resources, iteration))
-        if sample["completion_token_ids"]
-    ]
-
-
-def _probe(rows: list[dict[str, Any]]) -> Probe:
-    row = max(rows, key=lambda r: abs(r["advantage"]))
-    return Probe(
-        prompt_token_ids=row["prompt_token_ids"], completion_token_ids=row["completion_token_ids"]
-    )
-
-
-def default_probe(resources: LoopResources) -> Probe:
+def default_probe(run: LoopRun) -> Probe:
     """A chat-formatted prompt from the environment and the policy's own greedy answer
     (before any batch exists to take a sampled completion from). Likely tokens: server
     and trainer kernels agree closely on them, so the check separates weights, not noise."""
-    policy = resources.policy
-    env = registry.get_environment(resources.config.env)
-    task = env.tasks(resources.config.rollout.split)[0]
+    policy = run.policy
+    env = registry.get_environment(run.config.env)
+    task = env.tasks(run.config.rollout.split)[0]
     prompt = policy.tokenizer.apply_chat_template(
         [{"role": "user", "content": task.turns[0]}], add_generation_prompt=True, tokenize=True
     )
@@ -218,21 +144,26 @@ def default_probe(resources: LoopResources) -> Probe:
     return Probe(prompt_token_ids=prompt, completion_token_ids=policy.greedy(prompt, 12))
 
 
-def swap(resources: LoopResources, version: int, probe: Probe | None) -> dict[str, Any]:
+def sync_server(run: LoopRun, version: int) -> dict[str, Any]:
+    """Bring the server to the policy's weights (at start, after a restart)."""
+    if run.config.swap == "full" and version == 0:
+        return {"ok": True, "seconds": 0.0, "note": "base weights already served"}
+    return swap(run, version, probe=None)
+
+
+def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     """Serve policy `version` under the stable name, verified against the trainer."""
-    probe = probe or resources.probe or default_probe(resources)
+    probe = probe or default_probe(run)
     began = time.perf_counter()
-    weights = resources.weights_for(version)
-    expected = resources.policy.completion_logprobs(
-        probe.prompt_token_ids, probe.completion_token_ids
-    )
-    before = resources.sync.served_logprobs(probe) if resources.sync.current else None
-    report = resources.sync.swap(weights, f"step-{version}", probe, expected)
+    weights = run.weights_for(version)
+    expected = run.policy.completion_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
+    before = run.sync.served_logprobs(probe) if run.sync.current else None
+    report = run.sync.swap(weights, f"step-{version}", probe, expected)
     changed = (
         None if before is None else max(abs(a - b) for a, b in zip(before, expected, strict=True))
     )
     if report.ok:
-        _drop_superseded_merges(resources)
+        _drop_superseded_merges(run)
     else:
         console.print(
             f"[bold red]swap to step-{version} failed[/]: {report.error} "
@@ -249,32 +180,28 @@ def swap(resources: LoopResources, version: int, probe: Probe | None) -> dict[st
     }
 
 
-def _drop_superseded_merges(resources: LoopResources) -> None:
+def _drop_superseded_merges(run: LoopRun) -> None:
     """Merged checkpoints are model-sized: keep only the one the server now serves."""
-    for merged in (resources.run_dir / "merged").glob("step-*"):
-        if merged != resources.sync.current:
+    for merged in (run.run_dir / "merged").glob("step-*"):
+        if merged != run.sync.current:
             shutil.rmtree(merged, ignore_errors=True)
 
 
-def warm_start(resources: LoopResources) -> dict[str, Any]:
+def warm_start(run: LoopRun) -> dict[str, Any]:
     """Supervised steps on expert trajectories, then serve the result (if configured)."""
-    settings = resources.config.warm_start
+    settings = run.config.warm_start
     began = time.perf_counter()
-    env = registry.get_environment(resources.config.env)
-    dataset = expert_dataset(env, settings, seed=resources.config.seed)
+    env = registry.get_environment(run.config.env)
+    dataset = expert_dataset(env, settings, seed=run.config.seed)
     if len(dataset) == 0:
         console.print(f"warm start skipped: {env.name} has no reference solutions to learn from")
         return {"skipped": True, "seconds": time.perf_counter() - began}
     metrics = sft_warm_start(
-        resources.policy.model,
-        resources.policy.tokenizer,
-        dataset,
-        settings,
-        resources.run_dir / "sft",
+        run.policy.model, run.policy.tokenizer, dataset, settings, run.run_dir / "sft"
     )
-    resources.policy.version += 1
-    resources.policy.save_adapter(resources.adapter_dir(resources.policy.version))
-    swapped = swap(resources, resources.policy.version, probe=None)
+    run.policy.version += 1
+    run.policy.save_adapter(run.adapter_dir(run.policy.version))
+    swapped = swap(run, run.policy.version, probe=None)
     return {
         "examples": int(metrics["examples"]),
         "loss": metrics.get("train_loss"),
@@ -283,32 +210,24 @@ def warm_start(resources: LoopResources) -> dict[str, Any]:
     }
 
 
-def evaluate(resources: LoopResources, iteration: int, split: str | None = None) -> dict[str, Any]:
+def evaluate(
+    run: LoopRun, iteration: int, served_version: int, split: str | None = None
+) -> dict[str, Any]:
     """Greedy rollouts of the eval split (or `split`) on the base interface."""
-    settings = resources.config.eval
-    env = registry.get_environment(resources.config.env)
+    settings = run.config.eval
+    env = registry.get_environment(run.config.env)
     tasks = select_tasks(env, split or settings.split, None, settings.limit)
     began = time.perf_counter()
-    run_id = f"{resources.run_id}/eval{iteration}" + (f"-{split}" if split else "")
-    asyncio.run(
-        run_rollouts(
-            env,
-            resources.endpoint,
-            [t.id for t in tasks],
-            store=resources.store,
-            run_id=run_id,
-            samples=1,
-            concurrency=resources.config.rollout.concurrency,
-            temperature=0.0,
-            max_tokens=settings.max_tokens,
-            step_limit=resources.config.rollout.step_limit,
-            mode="eval",
-            policy_version=f"step-{resources.policy.version}",
-            checkpoint_path=resources.run_dir / "rollouts.checkpoints.sqlite",
-            keep_episodes=False,
-        )
+    batch = f"{run.run_id}/eval{iteration}" + (f"-{split}" if split else "")
+    roll_out(
+        run,
+        batch,
+        [t.id for t in tasks],
+        run.config.rollout.greedy(settings.max_tokens),
+        mode="eval",
+        policy_version=f"step-{served_version}",
     )
-    episodes = resources.store.episodes(run_id)
+    episodes = run.store.episodes(batch)
     return {
         "success": mean(e.success for e in episodes),
         "episodes": len(episodes),

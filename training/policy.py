@@ -10,27 +10,9 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from pydantic import BaseModel, Field
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-
-class LoraSettings(BaseModel):
-    """The adapter being trained."""
-
-    r: int = Field(default=16, ge=1)
-    alpha: int = Field(default=32, ge=1)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    target_modules: list[str] = Field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ]
-    )
+from seal_graph.training.settings import LoraSettings
 
 
 class Policy:

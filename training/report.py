@@ -12,8 +12,7 @@ matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 
 from seal_graph.interface import InterfaceVersion
-from seal_graph.training.config import DPO_ALGOS
-from seal_graph.training.resources import LoopResources
+from seal_graph.training.resources import LoopRun
 
 STAGES = ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
 
@@ -153,23 +152,23 @@ def hard_negative_section(history: list[dict[str, Any]]) -> list[str]:
 
 
 def write_report(
-    resources: LoopResources,
+    run: LoopRun,
     baseline: dict[str, Any],
     warm: dict[str, Any],
     history: list[dict[str, Any]],
     interface: InterfaceVersion,
 ) -> Path:
     """Write report.md and its plots into the run directory."""
-    out = resources.run_dir
+    out = run.run_dir
     plot_success(history, baseline, warm, out / "success.png")
     plot_labels(history, out / "labels.png")
     plot_advantages(history, out / "advantages.png")
-    config = resources.config
+    config = run.config
     last_eval = next(
         (_get(r, "evaluate", "success") for r in reversed(history) if r.get("evaluate")), None
     )
     lines = [
-        f"# seal-graph training report — {resources.run_id}",
+        f"# seal-graph training report — {run.run_id}",
         "",
         f"**{config.algo}** on `{config.env}`, {len(history)} iterations, "
         f"{config.rollout.tasks_per_iteration} tasks x {config.rollout.group_size} samples per "
@@ -215,8 +214,7 @@ def write_report(
             + " | ".join(f"{_get(r, s, 'seconds', 0.0):.1f}" for s in STAGES)
             + " |"
         )
-    if config.algo in DPO_ALGOS:
-        lines += hard_negative_section(history)
+    lines += run.algorithm.report_sections(history)
     lines += ["", "## What the interface became", ""]
     if interface.adaptations:
         for a in interface.adaptations:

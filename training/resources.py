@@ -1,10 +1,11 @@
-"""The live objects of a training run in this process: store, endpoint, policy, trainer,
-weight sync, metrics writers.
+"""The live objects of a training run in this process: store, endpoint, policy, weight
+sync, the algorithm's own live objects, metrics writers.
 
-The loop graph's state holds only serialisable progress (iteration, versions, interface,
-history); its nodes find these objects here by run directory. After a restart they are
-rebuilt from disk: the policy reloads the adapter of the last completed optimiser step
-and the server is brought to those weights before anything is rolled out.
+They reach the loop graph's nodes through its runtime context (`LoopContext`), never a
+module-global registry. What resuming a run needs — policy version, what the server
+serves, the probe, the algorithm's progress — lives in the graph's checkpointed state
+instead; after a restart these objects are rebuilt from disk at the checkpoint's
+versions (`training/run.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from peft import set_peft_model_state_dict
 from rich.console import Console
@@ -21,15 +22,17 @@ from safetensors.torch import load_file
 from seal_graph.serving import ModelEndpoint
 from seal_graph.store import TraceStore
 from seal_graph.training.config import TrainConfig
-from seal_graph.training.grpo import TraceGRPOTrainer
 from seal_graph.training.policy import Policy
-from seal_graph.training.weight_sync import Probe, WeightSync
+from seal_graph.training.weight_sync import WeightSync
+
+if TYPE_CHECKING:
+    from seal_graph.training.algorithms import Algorithm
 
 console = Console(stderr=True)
 
 
 @dataclass
-class LoopResources:
+class LoopRun:
     """Everything the loop's nodes use that cannot live in checkpointed state."""
 
     run_dir: Path
@@ -39,16 +42,21 @@ class LoopResources:
     store: TraceStore
     policy: Policy
     sync: WeightSync
-    trainer: TraceGRPOTrainer | None = None
+    algorithm: Algorithm
     writer: Any = None
-    probe: Probe | None = None
-    failure: Policy | None = None
-    """coevolve-dpo's failure agent (`training/dpo_loop.py`)."""
-    failure_sync: WeightSync | None = None
-    failure_served: int = -1
 
     def adapter_dir(self, version: int) -> Path:
         return self.run_dir / "adapters" / f"step-{version}"
+
+    def load_policy(self, version: int) -> None:
+        """Put the saved adapter of optimiser step `version` into the policy."""
+        if version == self.policy.version:
+            return
+        if version == 0:
+            raise ValueError("step 0 is the fresh adapter; it is never reloaded")
+        weights = load_file(str(self.adapter_dir(version) / "adapter_model.safetensors"))
+        set_peft_model_state_dict(self.policy.model, weights)
+        self.policy.version = version
 
     def weights_for(self, version: int) -> Path:
         """What the server loads for a policy version (adapter or merged checkpoint)."""
@@ -75,17 +83,15 @@ class LoopResources:
         self.writer.flush()
 
     def restore_served_weights(self) -> None:
-        """After the server restarted: load what it served before (policy, failure agent)."""
+        """After the server restarted: load what it served before (every agent)."""
         self.sync.restore()
-        if self.failure_sync is not None:
-            self.failure_sync.restore()
+        self.algorithm.restore_served_weights()
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
         self.sync.close()
-        if self.failure_sync is not None:
-            self.failure_sync.close()
+        self.algorithm.close()
         self.store.close()
 
 
@@ -99,50 +105,33 @@ def _flat(metrics: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-_LIVE: dict[str, LoopResources] = {}
-
-
-def open_resources(
+def open_run(
     run_dir: Path,
     run_id: str,
     config: TrainConfig,
     endpoint: ModelEndpoint,
     base_dir: Path,
-    policy_version: int,
-) -> LoopResources:
-    """Build (or rebuild after a restart) the run's live objects at `policy_version`."""
+    policy_version: int = 0,
+) -> LoopRun:
+    """Build (or rebuild after a restart) the run's live objects, the policy at
+    `policy_version`."""
+    from seal_graph.training.algorithms import algorithm_for
+
     run_dir.mkdir(parents=True, exist_ok=True)
-    policy = Policy(base_dir, config.lora)
-    if policy_version > 0:
-        weights = load_file(str(_adapter_file(run_dir, policy_version)))
-        set_peft_model_state_dict(policy.model, weights)
-        policy.version = policy_version
-        console.print(f"[bold]seal-graph[/]: resumed the policy at step {policy_version}")
     sync = WeightSync(endpoint, config.swap, tolerance=config.swap_tolerance)
     if config.swap == "full":
         sync.current = base_dir
-    resources = LoopResources(
+    run = LoopRun(
         run_dir=run_dir,
         run_id=run_id,
         config=config,
         endpoint=endpoint,
         store=TraceStore(run_dir / "traces.sqlite"),
-        policy=policy,
+        policy=Policy(base_dir, config.lora),
         sync=sync,
+        algorithm=algorithm_for(config),
     )
-    _LIVE[str(run_dir)] = resources
-    return resources
-
-
-def _adapter_file(run_dir: Path, version: int) -> Path:
-    return run_dir / "adapters" / f"step-{version}" / "adapter_model.safetensors"
-
-
-def resources_for(run_dir: str) -> LoopResources:
-    try:
-        return _LIVE[run_dir]
-    except KeyError:
-        raise RuntimeError(
-            f"no live resources for run {run_dir}: call open_resources() before the loop "
-            "graph (seal-graph train does)"
-        ) from None
+    if policy_version > 0:
+        run.load_policy(policy_version)
+        console.print(f"[bold]seal-graph[/]: resumed the policy at step {policy_version}")
+    return run

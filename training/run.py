@@ -9,13 +9,13 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from seal_graph.bundled_model import resolve_model_dir
-from seal_graph.errors import ConfigError
-from seal_graph.graphs.train_loop import builder
+from seal_graph.errors import ConfigError, ServerError
+from seal_graph.graphs.train_loop import LoopContext, builder
 from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, ServerSettings
 from seal_graph.serving import attach as attach_endpoint
-from seal_graph.training import dpo_loop, loop
+from seal_graph.training import loop
 from seal_graph.training.config import TrainConfig
-from seal_graph.training.resources import console, open_resources
+from seal_graph.training.resources import console, open_run
 
 CONFIG_FILE = "config.json"
 
@@ -83,31 +83,30 @@ def run_training(
         if resume and not snapshot.next and snapshot.values.get("report_path"):
             console.print(f"run {run_id} already finished: {snapshot.values['report_path']}")
             return dict(snapshot.values)
-        if snapshot.next == ("swap",):
-            # The step finished but never reached the server, and the trainer's optimiser
-            # state died with the process: recompute that one step from its stored batch.
-            graph.update_state(thread, {}, as_node="evolve")
-        served = snapshot.values.get("served_version", 0)
+        progress = snapshot.values
+        served = progress.get("served_version", 0)
+        trained = progress.get("policy_version", served)
         endpoint, server = start_server(config, base_url, api_key)
-        resources = None
+        run = None
         try:
-            resources = open_resources(
+            run = open_run(
                 run_dir, run_id, config, endpoint, resolve_model_dir(config.model), served
             )
-            result = loop.sync_server(resources, served)
-            if result["ok"] and config.algo == "coevolve-dpo":
-                dpo_loop.open_failure_agent(resources)
-                result = dpo_loop.swap_failure(resources)
+            result = loop.sync_server(run, served)
             if not result["ok"]:
-                raise ConfigError(
+                raise ServerError(
                     f"could not bring the server to policy step {served}: {result['error']}"
                 )
+            run.load_policy(trained)  # a step trained before the stop but not yet served
+            run.algorithm.open(run, progress.get("algorithm") or run.algorithm.initial_state())
             if server is not None:  # a server that dies mid-run is restarted and re-synced
-                server.supervise(on_restart=resources.restore_served_weights)
+                server.supervise(on_restart=run.restore_served_weights)
             payload = None if snapshot.next else {"run_dir": str(run_dir)}
-            return graph.invoke(payload, {**thread, "recursion_limit": 10_000})
+            return graph.invoke(
+                payload, {**thread, "recursion_limit": 10_000}, context=LoopContext(run=run)
+            )
         finally:
-            if resources is not None:
-                resources.close()
+            if run is not None:
+                run.close()
             if server is not None:
                 server.stop()

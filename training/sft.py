@@ -15,32 +15,17 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from datasets import Dataset
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import BaseModel, Field
 from trl import SFTConfig, SFTTrainer
 
 from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode
 from seal_graph.reference import replay_calls
-
-
-class WarmStartSettings(BaseModel):
-    """A short supervised warm start on reference trajectories (0 steps = none)."""
-
-    steps: int = Field(default=0, ge=0)
-    batch_size: int = Field(default=4, ge=1)
-    learning_rate: float = Field(default=2e-4, gt=0)
-    split: str = "train"
-    tasks: int | None = Field(default=None, ge=1, description="Tasks to draw examples from.")
-    precision: Literal["auto", "fp32", "bf16"] = Field(
-        default="auto",
-        description="auto = bf16 autocast where the hardware has bf16 "
-        "kernels (1.8x faster measured on this CPU), else fp32.",
-    )
+from seal_graph.training.settings import WarmStartSettings
 
 
 def release_mixed_precision(trainer: Any) -> None:

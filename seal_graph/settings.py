@@ -1,0 +1,61 @@
+"""Settings shared across entry points: how episodes are sampled, and the optional judge.
+
+`RolloutSettings` is one type for every place that rolls out: the batch runner
+(`seal_graph.rollouts.run_rollouts`), the rollout graph's context (and so LangGraph
+Studio), evaluation and the training loop's `[rollout]` section all take it whole, so a
+setting has one name, one default and one description everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RolloutSettings(BaseModel):
+    """Sampling settings of each episode, and how many run at once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(
+        default=1.0, ge=0, description="Sampling temperature (0 = greedy, as in evaluation)."
+    )
+    max_tokens: int = Field(default=256, ge=1, description="Completion token limit per agent step.")
+    step_limit: int = Field(
+        default=20, ge=1, description="Agent steps per user turn before the turn is cut."
+    )
+    group_size: int = Field(
+        default=1, ge=1, description="Episodes per task (a GRPO group: same task, same policy)."
+    )
+    concurrency: int = Field(default=8, ge=1, description="Episodes in flight at once.")
+
+    def greedy(self, max_tokens: int | None = None) -> RolloutSettings:
+        """The same settings for evaluation: temperature 0, one episode per task."""
+        fields = {name: getattr(self, name) for name in RolloutSettings.model_fields}
+        fields.update(temperature=0.0, group_size=1)
+        if max_tokens is not None:
+            fields["max_tokens"] = max_tokens
+        return RolloutSettings(**fields)
+
+
+class JudgeSettings(BaseModel):
+    """An optional LLM judge for turns no executable evidence can label (`unverified`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(
+        default="", description="OpenAI-compatible endpoint of the judge; empty = no judge."
+    )
+    model: str = Field(default="", description="Model name of the judge.")
+    api_key: str = Field(
+        default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""),
+        exclude=True,
+        repr=False,
+        description="API key of the judge endpoint (default: $SEAL_GRAPH_API_KEY; never "
+        "written into a run's files).",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.base_url and self.model)
