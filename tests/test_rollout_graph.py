@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from fake_models import call, scripted
@@ -20,7 +19,6 @@ from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env
 from seal_graph.tools.langchain_env import from_langchain_tools
-
 
 
 def _add(a: int, b: int) -> int:

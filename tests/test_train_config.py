@@ -81,9 +81,9 @@ def _models(model: type, seen: set[type] | None = None) -> set[type]:
     for field in model.model_fields.values():
         annotation = field.annotation
         for candidate in (annotation, *getattr(annotation, "__args__", ())):
-            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-                if candidate not in seen:
-                    _models(candidate, seen)
+            model_type = isinstance(candidate, type) and issubclass(candidate, BaseModel)
+            if model_type and candidate not in seen:
+                _models(candidate, seen)
     return seen
 
 
