@@ -102,6 +102,7 @@ def warm_start_checkpoint(steps: int, out: Path) -> Path:
 
 def train_run(method: str, seed: int, args: argparse.Namespace, model: Path) -> dict[str, Any]:
     from seal_graph.training.config import load_config
+    from seal_graph.training.metrics import history_of
     from seal_graph.training.run import run_training
 
     out = args.out / f"{method}-s{seed}"
@@ -126,15 +127,15 @@ def train_run(method: str, seed: int, args: argparse.Namespace, model: Path) -> 
     )
     began = time.perf_counter()
     result = run_training(config, out=out, resume=(out / "config.json").exists())
-    history = result["history"]
-    final = history[-1].get("evaluate", {})
+    history = history_of(result["history"])
+    final = history[-1].evaluate
     return {
         "method": method,
         "seed": seed,
-        "test": final.get("success"),
-        "ood": final.get("ood_success"),
-        "train_success": [r.get("rollout", {}).get("train_success", 0.0) for r in history],
-        "labels": [r.get("diagnose", {}).get("label_prevalence", {}) for r in history],
+        "test": final.success if final else None,
+        "ood": final.splits.get("ood") if final else None,
+        "train_success": [r.rollout.train_success for r in history],
+        "labels": [r.diagnose.label_prevalence for r in history],
         "seconds": time.perf_counter() - began,
     }
 
@@ -210,9 +211,11 @@ def plots(runs: list[dict[str, Any]], base: dict, warm: dict, out: Path) -> None
 def steps_taken(run_dir: Path) -> int:
     """Iterations of a run that stepped: a GRPO batch whose groups all succeeded or all
     failed has no signal and takes no step (likely with few tasks per iteration)."""
+    from seal_graph.training.metrics import history_of
+
     metrics = run_dir / "metrics.jsonl"
     rows = metrics.read_text(encoding="utf-8").splitlines() if metrics.exists() else []
-    return sum(bool(json.loads(row).get("train", {}).get("stepped")) for row in rows)
+    return sum(r.train.stepped for r in history_of([json.loads(row) for row in rows]))
 
 
 def machine() -> str:

@@ -28,6 +28,7 @@ from typing_extensions import TypedDict
 from seal_graph.errors import ConfigError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.training import loop
+from seal_graph.training.metrics import IterationMetrics, history_of
 from seal_graph.training.report import write_report
 from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.weight_sync import Probe
@@ -68,7 +69,7 @@ class LoopOutput(TypedDict, total=False):
     """The run's history and report."""
 
     history: list[dict[str, Any]]
-    """Per-iteration metrics."""
+    """Per-iteration metrics (`IterationMetrics` as dicts)."""
     report_path: str
     """Markdown report."""
 
@@ -221,19 +222,22 @@ def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         return {}
     metrics = loop.evaluate(run, state["iteration"], state["served_version"])
     if last:
-        for split in settings.final_splits:
-            result = loop.evaluate(run, state["iteration"], state["served_version"], split)
-            metrics[f"{split}_success"] = result["success"]
+        metrics["splits"] = {
+            split: loop.evaluate(run, state["iteration"], state["served_version"], split)["success"]
+            for split in settings.final_splits
+        }
     return _stage(state, "evaluate", metrics)
 
 
 def finish(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-    record = {
-        "iteration": state["iteration"],
-        "policy_version": state["served_version"],
-        "interface_version": state["interface"]["version"],
-        **state["current"],
-    }
+    record = IterationMetrics.model_validate(
+        {
+            "iteration": state["iteration"],
+            "policy_version": state["served_version"],
+            "interface_version": state["interface"]["version"],
+            **state["current"],
+        }
+    ).model_dump(mode="json")
     _run(runtime).log_metrics(record)
     return {"history": [record], "iteration": state["iteration"] + 1, "current": None}
 
@@ -243,7 +247,7 @@ def report(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         _run(runtime),
         state.get("baseline", {}),
         state.get("warm_start", {}),
-        state["history"],
+        history_of(state["history"]),
         InterfaceVersion.model_validate(state["interface"]),
     )
     console.print(f"[bold green]report[/]: {path}")

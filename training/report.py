@@ -12,13 +12,10 @@ matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 
 from seal_graph.interface import InterfaceVersion
+from seal_graph.training.metrics import DPORound, IterationMetrics, NegativeStatistics
 from seal_graph.training.resources import LoopRun
 
 STAGES = ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
-
-
-def _get(record: dict[str, Any], stage: str, key: str, default: Any = None) -> Any:
-    return (record.get(stage) or {}).get(key, default)
 
 
 def _save(fig: Any, ax: Any, path: Path, legend_size: int, **axes: Any) -> None:
@@ -31,22 +28,20 @@ def _save(fig: Any, ax: Any, path: Path, legend_size: int, **axes: Any) -> None:
 
 
 def plot_success(
-    history: list[dict[str, Any]], baseline: dict[str, Any], warm: dict[str, Any], path: Path
+    history: list[IterationMetrics], baseline: dict[str, Any], warm: dict[str, Any], path: Path
 ) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    its = [r["iteration"] + 1 for r in history]
+    its = [r.iteration + 1 for r in history]
     ax.plot(
         its,
-        [_get(r, "rollout", "train_success", 0) for r in history],
+        [r.rollout.train_success for r in history],
         "o-",
         label="training rollouts (adapted interface, sampled)",
     )
     evals = [(0, baseline.get("success"))] if baseline else []
     if warm:
         evals.append((0.5, warm.get("eval_success")))
-    evals += [
-        (r["iteration"] + 1, _get(r, "evaluate", "success")) for r in history if r.get("evaluate")
-    ]
+    evals += [(r.iteration + 1, r.evaluate.success) for r in history if r.evaluate]
     if evals:
         ax.plot(*zip(*evals, strict=True), "s--", label="evaluation (base interface, T=0)")
     _save(
@@ -61,14 +56,14 @@ def plot_success(
     )
 
 
-def plot_labels(history: list[dict[str, Any]], path: Path) -> None:
+def plot_labels(history: list[IterationMetrics], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    labels = sorted({k for r in history for k in _get(r, "diagnose", "label_prevalence", {})})
-    its = [r["iteration"] + 1 for r in history]
+    labels = sorted({k for r in history for k in r.diagnose.label_prevalence})
+    its = [r.iteration + 1 for r in history]
     for label in labels:
         ax.plot(
             its,
-            [_get(r, "diagnose", "label_prevalence", {}).get(label, 0.0) for r in history],
+            [r.diagnose.label_prevalence.get(label, 0.0) for r in history],
             "o-",
             label=label,
         )
@@ -84,30 +79,25 @@ def plot_labels(history: list[dict[str, Any]], path: Path) -> None:
     )
 
 
-def plot_advantages(history: list[dict[str, Any]], path: Path) -> None:
+def plot_advantages(history: list[IterationMetrics], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    its = [r["iteration"] + 1 for r in history]
-    ax.plot(
-        its, [_get(r, "rollout", "train_reward", 0) for r in history], "o-", label="mean reward"
-    )
+    its = [r.iteration + 1 for r in history]
+    ax.plot(its, [r.rollout.train_reward for r in history], "o-", label="mean reward")
     ax.plot(
         its,
-        [_get(r, "train", "mean_abs_advantage", 0) for r in history],
+        [r.train.mean_abs_advantage for r in history],
         "s-",
         label="mean |advantage|",
     )
     ax.plot(
         its,
-        [_get(r, "train", "mean_weight", 1) for r in history],
+        [r.train.mean_weight for r in history],
         "^-",
         label="mean diagnosis weight",
     )
     ax.plot(
         its,
-        [
-            _get(r, "train", "zero_signal_groups", 0) / max(_get(r, "train", "groups", 1), 1)
-            for r in history
-        ],
+        [r.train.zero_signal_groups / max(r.train.groups, 1) for r in history],
         "x--",
         label="share of zero-signal groups",
     )
@@ -118,7 +108,11 @@ def _pct(value: Any) -> str:
     return "—" if value is None else f"{100 * value:.0f}%"
 
 
-def hard_negative_section(history: list[dict[str, Any]]) -> list[str]:
+def _num(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def hard_negative_section(history: list[IterationMetrics]) -> list[str]:
     """Per iteration: how close the negatives came to success, and the DPO rounds."""
     lines = [
         "",
@@ -133,20 +127,21 @@ def hard_negative_section(history: list[dict[str, Any]]) -> list[str]:
         "failure-agent pairs |",
         "|" + "---|" * 11,
     ]
+    nan = float("nan")
     for r in history:
-        train = r.get("train") or {}
-        neg, target = train.get("negatives", {}), train.get("target", {})
-        failure = (r.get("rollout") or {}).get("failure_agent", {})
-        agent = train.get("failure_agent", {})
+        neg = r.train.negatives or NegativeStatistics()
+        target = r.train.target or DPORound()
+        failure = r.rollout.failure_agent
+        agent = r.train.failure_agent or DPORound()
         lines.append(
-            f"| {r['iteration'] + 1} | {neg.get('count', 0):.0f} | "
-            f"{neg.get('mean_progress', 0):.2f} | {neg.get('best_progress', 0):.2f} | "
-            f"{_pct(neg.get('near_success'))} | {target.get('pairs', 0):.0f} | "
-            f"{target.get('train_loss', float('nan')):.4f} | "
-            f"{target.get('reward_margin', float('nan')):.4f} | "
-            f"{_pct(failure.get('success'))} | "
-            f"{failure.get('mean_failure_progress', float('nan')):.2f} | "
-            f"{agent.get('pairs', 0):.0f} |"
+            f"| {r.iteration + 1} | {neg.count:.0f} | "
+            f"{neg.mean_progress:.2f} | {neg.best_progress:.2f} | "
+            f"{_pct(r.train.negatives and neg.near_success)} | {target.pairs:.0f} | "
+            f"{_num(target.train_loss, nan):.4f} | "
+            f"{_num(target.reward_margin, nan):.4f} | "
+            f"{_pct(failure.success if failure else None)} | "
+            f"{failure.mean_failure_progress if failure else nan:.2f} | "
+            f"{agent.pairs:.0f} |"
         )
     return lines
 
@@ -155,7 +150,7 @@ def write_report(
     run: LoopRun,
     baseline: dict[str, Any],
     warm: dict[str, Any],
-    history: list[dict[str, Any]],
+    history: list[IterationMetrics],
     interface: InterfaceVersion,
 ) -> Path:
     """Write report.md and its plots into the run directory."""
@@ -164,9 +159,8 @@ def write_report(
     plot_labels(history, out / "labels.png")
     plot_advantages(history, out / "advantages.png")
     config = run.config
-    last_eval = next(
-        (_get(r, "evaluate", "success") for r in reversed(history) if r.get("evaluate")), None
-    )
+    splits = history[-1].evaluate.splits if history and history[-1].evaluate else {}
+    last_eval = next((r.evaluate.success for r in reversed(history) if r.evaluate), None)
     lines = [
         f"# seal-graph training report — {run.run_id}",
         "",
@@ -186,9 +180,8 @@ def write_report(
         )
         + f" -> {_pct(last_eval)} after training**."
         + "".join(
-            f" After training on the `{split}` split: **{_pct(_get(history[-1], 'evaluate', f'{split}_success'))}**."  # noqa: E501
+            f" After training on the `{split}` split: **{_pct(splits.get(split))}**."
             for split in config.eval.final_splits
-            if history
         ),
         "",
         "![success](success.png) ![labels](labels.png) ![advantages](advantages.png)",
@@ -200,18 +193,16 @@ def write_report(
         "|" + "---|" * (8 + len(STAGES)),
     ]
     for r in history:
-        swap = r.get("swap") or {}
-        swap_text = ("ok" if swap.get("ok") else "FAILED") + (
-            f" {swap['seconds']:.2f} s" if swap.get("seconds") else ""
+        swap_text = ("ok" if r.swap.ok else "FAILED") + (
+            f" {r.swap.seconds:.2f} s" if r.swap.seconds else ""
         )
+        loss = None if r.train.loss is None else round(r.train.loss, 4)
         lines.append(
-            f"| {r['iteration'] + 1} | {_pct(_get(r, 'rollout', 'train_success'))} | "
-            f"{_pct(_get(r, 'evaluate', 'success'))} | "
-            f"{_get(r, 'train', 'zero_signal_groups', 0)}/{_get(r, 'train', 'groups', 0)} | "
-            f"{_get(r, 'train', 'samples', 0)} | "
-            f"{_get(r, 'train', 'loss') if _get(r, 'train', 'loss') is None else round(_get(r, 'train', 'loss'), 4)} | "  # noqa: E501
-            f"v{r['interface_version']} | {swap_text} | "
-            + " | ".join(f"{_get(r, s, 'seconds', 0.0):.1f}" for s in STAGES)
+            f"| {r.iteration + 1} | {_pct(r.rollout.train_success)} | "
+            f"{_pct(r.evaluate.success if r.evaluate else None)} | "
+            f"{r.train.zero_signal_groups}/{r.train.groups} | {r.train.samples} | {loss} | "
+            f"v{r.interface_version} | {swap_text} | "
+            + " | ".join(f"{r.stage_seconds(s):.1f}" for s in STAGES)
             + " |"
         )
     lines += run.algorithm.report_sections(history)
@@ -221,7 +212,7 @@ def write_report(
             lines.append(f"- **{a.kind}** `{a.key}` (since v{a.since_version}): {a.text}")
     else:
         lines.append("- the base interface (no adaptation)")
-    changes = [(r["iteration"] + 1, _get(r, "evolve", "change")) for r in history]
+    changes = [(r.iteration + 1, r.evolve.change) for r in history]
     lines += ["", "Changes by iteration:", ""]
     lines += [f"- iteration {it}: {change}" for it, change in changes if change]
     lines += [

@@ -1,0 +1,123 @@
+"""What one loop iteration measured, stage by stage: the typed record the loop writes
+(`metrics.jsonl`, the graph's `history`) and the report and the benchmarks read.
+
+Stage records allow extra fields, so an algorithm can add its own numbers; the ones
+listed here are what the report, the plots and `benchmarks/learning.py` rely on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Stage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    seconds: float = Field(default=0.0, description="Wall time of the stage.")
+
+
+class FailureAgentRollout(_Stage):
+    """coevolve-dpo: the failure agent's batch."""
+
+    episodes: int = 0
+    success: float = 0.0
+    mean_failure_progress: float = 0.0
+
+
+class RolloutMetrics(_Stage):
+    episodes: int = 0
+    train_success: float = Field(default=0.0, description="Success of the training batch.")
+    train_reward: float = 0.0
+    rollout_failures: int = Field(default=0, description="Episodes lost to infrastructure.")
+    failure_agent: FailureAgentRollout | None = None
+
+
+class DiagnoseMetrics(_Stage):
+    label_prevalence: dict[str, float] = Field(default_factory=dict)
+    label_counts: dict[str, int] = Field(default_factory=dict)
+
+
+class EvolveMetrics(_Stage):
+    version: int = Field(default=0, description="Interface version after the stage.")
+    change: str = ""
+
+
+class DPORound(BaseModel):
+    """One DPO round (the target's or the failure agent's)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    pairs: float = 0.0
+    beta: float | None = None
+    train_loss: float | None = None
+    reward_margin: float | None = None
+    reward_accuracy: float | None = None
+    seconds: float = 0.0
+
+
+class NegativeStatistics(BaseModel):
+    """How hard an iteration's negatives were (partial progress; 1 = success)."""
+
+    count: float = 0.0
+    mean_progress: float = 0.0
+    best_progress: float = 0.0
+    near_success: float = 0.0
+
+
+class TrainMetrics(_Stage):
+    """GRPO fills the advantage statistics; the DPO algorithms fill the rounds."""
+
+    stepped: bool = False
+    samples: int = 0
+    loss: float | None = None
+    groups: int = 0
+    zero_signal_groups: int = 0
+    mean_abs_advantage: float = 0.0
+    mean_weight: float = 1.0
+    weighting: str | None = None
+    negatives: NegativeStatistics | None = None
+    target: DPORound | None = None
+    failure_agent: DPORound | None = None
+
+
+class SwapMetrics(_Stage):
+    ok: bool = True
+    max_logprob_diff: float | None = None
+    probe_change: float | None = None
+    rolled_back: bool = False
+    error: str | None = None
+
+
+class EvaluateMetrics(_Stage):
+    success: float = Field(default=0.0, description="Greedy success on the eval split.")
+    episodes: int = 0
+    splits: dict[str, float] = Field(
+        default_factory=dict, description="Success on the final extra splits (last iteration)."
+    )
+
+
+class IterationMetrics(BaseModel):
+    """One finished iteration."""
+
+    iteration: int
+    policy_version: int = Field(description="Policy version served at the iteration's end.")
+    interface_version: int
+    rollout: RolloutMetrics = Field(default_factory=RolloutMetrics)
+    diagnose: DiagnoseMetrics = Field(default_factory=DiagnoseMetrics)
+    evolve: EvolveMetrics = Field(default_factory=EvolveMetrics)
+    train: TrainMetrics = Field(default_factory=TrainMetrics)
+    swap: SwapMetrics = Field(default_factory=SwapMetrics)
+    evaluate: EvaluateMetrics | None = Field(
+        default=None, description="None in iterations without an evaluation."
+    )
+
+    def stage_seconds(self, stage: str) -> float:
+        record = getattr(self, stage)
+        return record.seconds if record is not None else 0.0
+
+
+def history_of(records: list[dict[str, Any]]) -> list[IterationMetrics]:
+    """A run's history (the graph output's `history`, or metrics.jsonl rows), typed."""
+    return [IterationMetrics.model_validate(r) for r in records]
