@@ -58,6 +58,9 @@ async def test_cycle_labels_the_batch_and_commits_a_new_interface(tmp_path) -> N
         {"store_path": str(path), "run_id": "batch", "interface_version": 0}
     )
     assert again["changed"] is False and again["version"] == 1
+    # the latest version (1) has no batch yet: the error says what to run instead
+    with pytest.raises(Exception, match=r"ran under version\(s\) 0: .*--interface-version 0"):
+        await graph.ainvoke({"store_path": str(path), "run_id": "batch"})
 
 
 async def test_a_batch_without_episodes_is_a_clear_error(tmp_path) -> None:

@@ -11,6 +11,7 @@ from langchain_core.tools import StructuredTool
 
 from seal_graph.diagnosis import diagnose_episode
 from seal_graph.environment import Task
+from seal_graph.errors import ConfigError
 from seal_graph.graphs.rollout import RolloutContext, graph
 from seal_graph.records import Episode, Verdict
 from seal_graph.registry import register_environment
@@ -146,3 +147,46 @@ async def test_interrupted_batch_resumes_from_the_checkpoint_with_fake_model(tmp
         env, scripted(), ["t0"], store=store, run_id="r", show_progress=False
     )
     assert (again.skipped, store.count("r")) == (1, 1)
+
+
+async def test_a_batch_closes_the_session_of_an_episode_that_raised_with_fake_model(
+    tmp_path,
+) -> None:
+    env = toy_env()
+    closed: list[str] = []
+    open_session = env.open
+
+    def tracked_open(task):
+        session = open_session(task)
+        close = session.close
+        session.close = lambda: (closed.append(task.id), close())
+        return session
+
+    env.open = tracked_open
+    store = TraceStore(tmp_path / "traces.sqlite")
+    crashing = scripted(call("add", {"a": 1, "b": 2}), RuntimeError("model bug"))
+    with pytest.raises(RuntimeError):
+        await run_rollouts(env, crashing, ["t0"], store=store, run_id="r", show_progress=False)
+    assert closed == ["t0"]  # verify never ran; the batch's pool closed it
+
+
+async def test_a_store_path_in_the_context_stores_the_episode_with_fake_model(tmp_path) -> None:
+    path = tmp_path / "studio.sqlite"
+    context = RolloutContext(
+        env=register_environment(toy_env()),
+        chat_model=scripted("one", "two"),
+        store_path=str(path),
+        run_id="studio",
+    )
+    await graph.ainvoke({"task_id": "t0"}, context=context)
+    store = TraceStore(path)
+    assert store.count("studio") == 1 and store.runs() == ["studio"]
+
+
+async def test_a_context_without_an_endpoint_names_the_missing_field() -> None:
+    context = RolloutContext(env=register_environment(toy_env()), base_url="", api_key="")
+    with pytest.raises(ConfigError, match="no `base_url`"):
+        await graph.ainvoke({"task_id": "t0"}, context=context)
+    context = context.model_copy(update={"base_url": "http://127.0.0.1:9/v1"})
+    with pytest.raises(ConfigError, match="no `api_key`"):
+        await graph.ainvoke({"task_id": "t0"}, context=context)
