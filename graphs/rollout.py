@@ -64,6 +64,7 @@ class RolloutContext(BaseModel):
     )
     api_key: str = Field(
         default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""),
+        repr=False,
         description="API key of the endpoint (default: $SEAL_GRAPH_API_KEY of the graph "
         "server; `seal-graph serve` prints it).",
     )

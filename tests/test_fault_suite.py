@@ -70,8 +70,9 @@ def test_loop_killed_at_seven_points_loses_nothing(tmp_path, record_reliability)
     assert runs == expected and unique == sum(expected.values())
     per_attempt = [re.findall(r"iteration \d+ train:", text) for text in outputs]
     recomputed = sum(map(len, per_attempt)) - 2  # two iterations, one optimiser step each
-    # A kill after a step but before its swap is checkpointed recomputes that one step
-    # (its optimiser state died with the process); no other kill recomputes any.
+    # A kill after a step's stage line but before the step is checkpointed recomputes that
+    # one step (from the previous step's adapter and optimiser-state file, both in the
+    # checkpointed state); no other kill recomputes any.
     at_risk = sum(m in ("iteration 0 train:", "iteration 0 swap:") for m in KILL_AFTER[:kills])
     assert 0 <= recomputed <= at_risk, per_attempt
     record_reliability(
