@@ -11,6 +11,7 @@ of what changed and why.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, NotRequired
 
@@ -123,13 +124,13 @@ def load_batch(state: EvolveState) -> dict[str, Any]:
 
 async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
     episodes = [Episode.model_validate(data) for data in state["episodes"]]
-    store = _store(state)
+    store = await asyncio.to_thread(_store, state)  # file I/O: off the event loop
     try:
         labelled = await evolution.diagnose(
             episodes, registry.task_of, registry.judge_model(_ctx(runtime).judge), store
         )
     finally:
-        store.close()
+        await asyncio.to_thread(store.close)
     return {
         "diagnoses": {
             e.episode_id: [d.model_dump() for d in diagnoses] for e, diagnoses in labelled

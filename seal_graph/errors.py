@@ -13,8 +13,11 @@ class SealGraphError(Exception):
     without a traceback and exits non-zero."""
 
 
-class ConfigError(SealGraphError):
-    """Invalid user input: a bad option, a missing file, an unknown model path."""
+class ConfigError(SealGraphError, ValueError):
+    """Invalid user input: a bad option, a missing file, an unknown model path.
+
+    Also a `ValueError`: the LangGraph API server (Studio) shows a ValueError's message
+    to the client and replaces other exceptions' messages with a generic one."""
 
 
 class InstallError(SealGraphError):
