@@ -133,7 +133,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace, model: Path) -> 
         "method": method,
         "seed": seed,
         "test": final.success if final else None,
-        "ood": final.splits.get("ood") if final else None,
+        "ood": final.splits["ood"].success if final and "ood" in final.splits else None,
         "train_success": [r.rollout.train_success for r in history],
         "labels": [r.diagnose.label_prevalence for r in history],
         "seconds": time.perf_counter() - began,

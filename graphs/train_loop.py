@@ -223,7 +223,7 @@ def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     metrics = loop.evaluate(run, state["iteration"], state["served_version"])
     if last:
         metrics["splits"] = {
-            split: loop.evaluate(run, state["iteration"], state["served_version"], split)["success"]
+            split: loop.evaluate(run, state["iteration"], state["served_version"], split)
             for split in settings.final_splits
         }
     return _stage(state, "evaluate", metrics)

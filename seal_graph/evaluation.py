@@ -4,6 +4,7 @@ results file, and an export in the file format BFCL's own `bfcl evaluate` scores
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections import defaultdict
 from itertools import chain, zip_longest
@@ -19,6 +20,7 @@ from seal_graph.records import Episode
 from seal_graph.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
+from seal_graph.stats import bootstrap_ci
 from seal_graph.store import TraceStore
 
 
@@ -30,6 +32,7 @@ class EvalSummary(BaseModel):
     model: str
     per_category: dict[str, dict[str, float]]
     overall: float
+    overall_ci: tuple[float, float] | None = None
     episodes: int
     wall_seconds: float
     rollouts_per_second: float
@@ -69,14 +72,32 @@ def summarize(
     return table, overall
 
 
+def outcomes(episodes: list[Episode]) -> dict[str, Any]:
+    """Success over tasks (a task's episodes averaged first), its 95% bootstrap interval
+    over tasks, and the success of every task (so two runs compare task by task)."""
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for episode in episodes:
+        by_task[episode.task_id].append(float(episode.success))
+    per_task = {task: statistics.fmean(values) for task, values in sorted(by_task.items())}
+    values = list(per_task.values())
+    return {
+        "success": statistics.fmean(values) if values else 0.0,
+        "episodes": len(episodes),
+        "ci": bootstrap_ci(values) if values else None,
+        "per_task": per_task,
+    }
+
+
 def render_table(summary: EvalSummary) -> Table:
     """BFCL-style: overall accuracy first, then one column per category."""
     table = Table(title=f"{summary.env} / {summary.split} — {summary.model}")
-    table.add_column("Overall Acc", justify="right")
+    table.add_column("Overall Acc [95% interval]", justify="right")
     for name in summary.per_category:
         table.add_column(f"Multi Turn {name.replace('_', ' ').title()}", justify="right")
+    interval = summary.overall_ci
     table.add_row(
-        f"{summary.overall:.2f}%",
+        f"{summary.overall:.2f}%"
+        + (f" [{interval[0]:.1f}, {interval[1]:.1f}]" if interval else ""),
         *(
             f"{c['accuracy']:.2f}% ({c['success']:.0f}/{c['tasks']:.0f})"
             for c in summary.per_category.values()
@@ -148,6 +169,7 @@ async def evaluate(
         model=endpoint.model,
         per_category=per_category,
         overall=overall,
+        overall_ci=tuple(100 * v for v in ci) if (ci := outcomes(episodes)["ci"]) else None,
         episodes=len(episodes),
         wall_seconds=report.wall_seconds,
         rollouts_per_second=len(report.finished) / max(report.wall_seconds, 1e-9),

@@ -16,7 +16,8 @@ def test_every_reference_solution_scores_one() -> None:
         return [await replay_reference(env, t) for s in splits for t in env.tasks(s)]
 
     verdicts = asyncio.run(all_tasks())
-    assert len(verdicts) == 128 and all(v.reward == 1.0 for v in verdicts)
+    # 64 per split: enough tasks for a success interval to separate methods
+    assert len(verdicts) == 3 * 64 and all(v.reward == 1.0 for v in verdicts)
 
 
 def test_the_ood_split_chains_both_operations_in_four_turns() -> None:

@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
             "seal_graph.evolution",
             "seal_graph.evolution_report",
             "seal_graph.bundled_model",
+            "seal_graph.stats",
         ],
         0,
     ),

@@ -112,7 +112,7 @@ def test_whole_loop_wiring_with_fake_model_and_fake_trainer(tmp_path: Path) -> N
         env=yes_no_env(),
         iterations=2,
         rollout={"tasks_per_iteration": 2, "group_size": 2, "concurrency": 1},
-        eval={"limit": 2},
+        eval={"limit": 2, "samples": 2, "final_splits": ["test"]},
         warm_start={"steps": 0},
     )
     model = ScriptedToolModel(script=itertools.cycle(["yes", "no", "no"]))
@@ -140,10 +140,19 @@ def test_whole_loop_wiring_with_fake_model_and_fake_trainer(tmp_path: Path) -> N
     for record in history:
         assert {"rollout", "diagnose", "evolve", "train", "swap", "evaluate"} <= set(record)
         assert record["rollout"]["episodes"] == 4 and record["evaluate"]["episodes"] == 2
+        assert record["evaluate"]["sampled_success"] is not None
     assert algorithm.calls == [
         ("rollout", 0), ("train", 0), ("swap", 1), ("rollout", 1), ("train", 1), ("swap", 2)
     ]  # fmt: skip
     assert sync.swapped == ["step-1", "step-2"]
+    final = history[-1]["evaluate"]  # greedy and sampled, each with an interval over tasks
+    assert set(final["per_task"]) == set(final["sampled_per_task"]) and len(final["per_task"]) == 2
+    for success, (low, high) in (
+        (final["success"], final["ci"]),
+        (final["sampled_success"], final["sampled_ci"]),
+    ):
+        assert 0.0 <= low <= success <= high <= 1.0
+    assert set(final["splits"]) == {"test"} and final["splits"]["test"]["ci"] is not None
     state = graph.get_state(thread).values
     assert (state["policy_version"], state["served_version"]) == (2, 2)
     assert state["algorithm"] == {"steps": 2} and state["probe"] == PROBE.model_dump()

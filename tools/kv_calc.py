@@ -166,7 +166,7 @@ def verify(task: Task, state: KVState, episode: Episode) -> Verdict:
     return Verdict(reward=float(success), success=success, turn_evidence=evidence)
 
 
-def make_env(train: int = 64, test: int = 32, ood: int = 32) -> LangChainToolEnv:
+def make_env(train: int = 64, test: int = 64, ood: int = 64) -> LangChainToolEnv:
     """The `kv-calc` environment: train and test tasks from different seeds, and an
     out-of-distribution split of longer chains combining both operations."""
     return from_langchain_tools(

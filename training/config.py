@@ -64,6 +64,12 @@ class EvalSettings(BaseModel):
         description="More splits evaluated after the last iteration (e.g. kv-calc's 'ood').",
     )
     max_tokens: int = Field(default=96, ge=1, description="Completion token limit per step.")
+    samples: int = Field(
+        default=0,
+        ge=0,
+        description="Sampled success too: this many episodes per task at the rollout "
+        "temperature (0 = greedy only).",
+    )
 
 
 class AblationSettings(BaseModel):

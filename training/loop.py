@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from seal_graph import evolution, registry
 from seal_graph.diagnosis import label_statistics
-from seal_graph.evaluation import select_tasks
+from seal_graph.evaluation import outcomes, select_tasks
 from seal_graph.evolution import Labelled
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.rollouts import RolloutBatchReport, run_rollouts
@@ -213,26 +213,29 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
 def evaluate(
     run: LoopRun, iteration: int, served_version: int, split: str | None = None
 ) -> dict[str, Any]:
-    """Greedy rollouts of the eval split (or `split`) on the base interface."""
+    """Greedy rollouts of the eval split (or `split`) on the base interface, and sampled
+    ones when `eval.samples` asks; success with its interval and per-task outcomes."""
     settings = run.config.eval
     env = registry.get_environment(run.config.env)
-    tasks = select_tasks(env, split or settings.split, None, settings.limit)
+    task_ids = [t.id for t in select_tasks(env, split or settings.split, None, settings.limit)]
     began = time.perf_counter()
     batch = f"{run.run_id}/eval{iteration}" + (f"-{split}" if split else "")
-    roll_out(
-        run,
-        batch,
-        [t.id for t in tasks],
-        run.config.rollout.greedy(settings.max_tokens),
-        mode="eval",
-        policy_version=f"step-{served_version}",
-    )
-    episodes = run.store.episodes(batch)
-    return {
-        "success": mean(e.success for e in episodes),
-        "episodes": len(episodes),
-        "seconds": time.perf_counter() - began,
-    }
+    served = f"step-{served_version}"
+    greedy = run.config.rollout.greedy(settings.max_tokens)
+    roll_out(run, batch, task_ids, greedy, mode="eval", policy_version=served)
+    result = outcomes(run.store.episodes(batch))
+    if settings.samples:
+        sampling = greedy.model_copy(
+            update={"temperature": run.config.rollout.temperature, "group_size": settings.samples}
+        )
+        roll_out(run, f"{batch}-sampled", task_ids, sampling, mode="eval", policy_version=served)
+        sampled = outcomes(run.store.episodes(f"{batch}-sampled"))
+        result.update(
+            sampled_success=sampled["success"],
+            sampled_ci=sampled["ci"],
+            sampled_per_task=sampled["per_task"],
+        )
+    return {**result, "seconds": time.perf_counter() - began}
 
 
 def mean(values: Any) -> float:

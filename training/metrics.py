@@ -90,11 +90,26 @@ class SwapMetrics(_Stage):
     error: str | None = None
 
 
-class EvaluateMetrics(_Stage):
-    success: float = Field(default=0.0, description="Greedy success on the eval split.")
+class SplitResult(_Stage):
+    """An evaluation of one split: greedy and (if asked) sampled success, each with its
+    95% bootstrap interval over tasks, and the outcome of every task."""
+
+    success: float = Field(default=0.0, description="Greedy success (base interface).")
     episodes: int = 0
-    splits: dict[str, float] = Field(
-        default_factory=dict, description="Success on the final extra splits (last iteration)."
+    ci: tuple[float, float] | None = Field(default=None, description="95% interval.")
+    per_task: dict[str, float] = Field(
+        default_factory=dict, description="Greedy outcome per task id (0 or 1)."
+    )
+    sampled_success: float | None = Field(
+        default=None, description="Mean success of `eval.samples` episodes per task."
+    )
+    sampled_ci: tuple[float, float] | None = None
+    sampled_per_task: dict[str, float] = Field(default_factory=dict)
+
+
+class EvaluateMetrics(SplitResult):
+    splits: dict[str, SplitResult] = Field(
+        default_factory=dict, description="The final extra splits (last iteration)."
     )
 
 

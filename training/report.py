@@ -108,6 +108,10 @@ def _pct(value: Any) -> str:
     return "—" if value is None else f"{100 * value:.0f}%"
 
 
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f" (95% interval {_pct(ci[0])}-{_pct(ci[1])})"
+
+
 def _num(value: float | None, default: float) -> float:
     return default if value is None else value
 
@@ -160,7 +164,7 @@ def write_report(
     plot_advantages(history, out / "advantages.png")
     config = run.config
     splits = history[-1].evaluate.splits if history and history[-1].evaluate else {}
-    last_eval = next((r.evaluate.success for r in reversed(history) if r.evaluate), None)
+    last = next((r.evaluate for r in reversed(history) if r.evaluate), None)
     lines = [
         f"# seal-graph training report — {run.run_id}",
         "",
@@ -178,9 +182,21 @@ def write_report(
             if warm
             else ""
         )
-        + f" -> {_pct(last_eval)} after training**."
+        + f" -> {_pct(last.success if last else None)} after training**"
+        + (_interval(last.ci) if last else "")
+        + "."
+        + (
+            f" Sampled ({config.eval.samples} episodes per task at temperature "
+            f"{config.rollout.temperature}): **{_pct(last.sampled_success)}**"
+            f"{_interval(last.sampled_ci)}."
+            if last and last.sampled_success is not None
+            else ""
+        )
         + "".join(
-            f" After training on the `{split}` split: **{_pct(splits.get(split))}**."
+            f" After training on the `{split}` split: **{_pct(splits[split].success)}**"
+            f"{_interval(splits[split].ci)}."
+            if split in splits
+            else ""
             for split in config.eval.final_splits
         ),
         "",

@@ -1,0 +1,43 @@
+"""Bootstrap intervals of success rates (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from seal_graph.stats import bootstrap_ci, paired_difference_ci
+
+
+def test_interval_of_a_constant_is_that_constant() -> None:
+    assert bootstrap_ci([1.0] * 20) == (1.0, 1.0)
+    assert bootstrap_ci([0.0] * 5) == (0.0, 0.0)
+
+
+def test_interval_brackets_the_mean_and_narrows_with_more_tasks() -> None:
+    small = [1.0] * 4 + [0.0] * 4
+    large = small * 16
+    low, high = bootstrap_ci(small)
+    assert 0.0 <= low < 0.5 < high <= 1.0
+    low_l, high_l = bootstrap_ci(large)
+    assert low < low_l < 0.5 < high_l < high
+    # binomial standard error at n=128, p=0.5 is 0.044: the 95% half-width is ~0.087
+    assert 0.06 < (high_l - low_l) / 2 < 0.11
+
+
+def test_interval_is_reproducible_and_seeded() -> None:
+    values = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]
+    assert bootstrap_ci(values, seed=3) == bootstrap_ci(values, seed=3)
+
+
+def test_paired_difference_uses_common_tasks_only() -> None:
+    before = {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0}
+    after = {"a": 1.0, "b": 1.0, "c": 1.0, "e": 1.0}
+    mean, (low, high) = paired_difference_ci(after, before)
+    assert mean == pytest.approx(2 / 3)
+    assert 0.0 <= low <= mean <= high <= 1.0
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one task"):
+        bootstrap_ci([])
+    with pytest.raises(ValueError, match="share no task"):
+        paired_difference_ci({"a": 1.0}, {"b": 0.0})
