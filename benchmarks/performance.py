@@ -230,7 +230,10 @@ def bench_grpo(samples: int = 16) -> dict:
         return trainer, statistics.median(times[1:])
 
     ours, ours_s = timed_steps()
-    batches = [ours._generate_and_score_completions(rows[i : i + 4]) for i in range(0, samples, 4)]
+    batches = [
+        ours._generate_and_score_completions([r.model_dump() for r in rows[i : i + 4]])
+        for i in range(0, samples, 4)
+    ]
 
     class FixedBatchGRPO(GRPOTrainer):
         """TRL's GRPOTrainer, unchanged but for being handed the identical tensors."""

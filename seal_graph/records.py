@@ -185,8 +185,10 @@ class LabelStat(BaseModel):
 
 
 class TrainingSample(BaseModel):
-    """One served LLM call of a stored episode, as the GRPO step trains on it: the token
-    ids and logprobs exactly as served, and (once computed) the call's advantage."""
+    """What the GRPO step trains on, token ids and logprobs exactly as served: one LLM
+    call (prompt + its completion), or a whole episode as one sequence (the first
+    call's prompt + everything after it, with `agent_mask` on the tokens the agent
+    sampled and `token_advantages` per token)."""
 
     episode_id: str = Field(default="", description="Empty for a sample built by hand.")
     task_id: str = ""
@@ -198,8 +200,20 @@ class TrainingSample(BaseModel):
     turn: int = Field(default=0, description="User turn of the call.")
     prompt_token_ids: list[int]
     completion_token_ids: list[int]
-    completion_logprobs: list[float]
+    completion_logprobs: list[float] = Field(
+        description="Served logprob per completion token (0 where `agent_mask` is 0)."
+    )
     advantage: float = Field(default=0.0, description="Diagnosis-weighted advantage.")
+    agent_mask: list[int] = Field(
+        default_factory=list,
+        description="1 on completion tokens the agent sampled (the loss falls there); "
+        "empty = all of them (a single call).",
+    )
+    token_advantages: list[float] = Field(
+        default_factory=list,
+        description="Advantage per completion token (turn weighting); empty = `advantage`.",
+    )
+    calls: int = Field(default=1, description="LLM calls the sample covers.")
 
     @property
     def group(self) -> tuple[str, int, str]:

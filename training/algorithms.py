@@ -20,10 +20,17 @@ from pydantic import BaseModel, Field
 
 from seal_graph.evolution import Labelled
 from seal_graph.interface import InterfaceVersion
-from seal_graph.records import TrainingSample
+from seal_graph.records import Episode, TrainingSample
+from seal_graph.training.advantages import (
+    WeightedAdvantages,
+    key_statistics,
+    update_rho,
+    weighted_advantages,
+)
 from seal_graph.training.config import TrainConfig
-from seal_graph.training.loop import batch_run_id, mean
+from seal_graph.training.loop import mean
 from seal_graph.training.resources import LoopRun, console
+from seal_graph.training.trajectories import served_sequence
 from seal_graph.training.weight_sync import Probe
 
 
@@ -98,21 +105,15 @@ class GRPO(Algorithm):
     def train(
         self, run: LoopRun, iteration: int, pairs: Labelled, state: dict[str, Any]
     ) -> TrainResult:
-        from seal_graph.training.advantages import key_statistics, update_rho, weighted_advantages
-
         config = run.config
         rho = state["rho"]
         if config.weighting.dynamic_rho and config.ablation.reweighting:
             rho = update_rho(rho, key_statistics(pairs), config.weighting)
         weighted = weighted_advantages(pairs, config.weighting, rho)
         mode = config.weighting_mode
-        rows = [
-            sample.model_copy(
-                update={"advantage": weighted.for_call(sample.episode_id, sample.turn, mode)}
-            )
-            for sample in run.store.training_samples(batch_run_id(run, iteration))
-            if sample.completion_token_ids
-        ]
+        rows, split = episode_rows(
+            [episode for episode, _ in pairs], weighted, mode, config.optim.whole_episodes
+        )
         optimizer_state = state.get("optimizer_state")
         if config.launcher is not None:
             metrics = self._launched_step(run, rows)
@@ -136,6 +137,8 @@ class GRPO(Algorithm):
                 "mean_abs_advantage": mean(abs(a) for a in weighted.advantage.values()),
                 "mean_weight": mean(weighted.weight.values()),
                 "weighting": mode,
+                "episodes_split_into_calls": split,
+                **{k: metrics[k] for k in STEP_STATISTICS if k in metrics},
             },
             stepped=stepped,
             probe=probe,
@@ -188,10 +191,81 @@ class GRPO(Algorithm):
         return metrics
 
 
+STEP_STATISTICS = (
+    "calls",
+    "optimizer_steps",
+    "forwarded_tokens",
+    "padding_share",
+    "agent_tokens",
+    "peak_rss_mb",
+)
+"""What the optimiser step reports about its own work (`grpo.grpo_step`)."""
+
+
+def episode_rows(
+    episodes: list[Episode], weighted: WeightedAdvantages, mode: str, whole: bool
+) -> tuple[list[TrainingSample], int]:
+    """The batch as training samples: each episode one served sequence (`whole`), with
+    every agent token carrying its episode's (trajectory mode) or its turn's (turn mode)
+    weighted advantage; an episode whose calls do not chain as a prefix falls back to one
+    sample per call. Returns the samples and how many episodes fell back."""
+    rows: list[TrainingSample] = []
+    split = 0
+    for episode in episodes:
+        identity = {
+            "episode_id": episode.episode_id,
+            "task_id": episode.task_id,
+            "sample_index": episode.sample_index,
+            "interface_version": episode.interface_version,
+            "policy_version": episode.policy_version,
+            "reward": episode.reward,
+        }
+        sequence = served_sequence(episode) if whole else None
+        if sequence is not None:
+            start = sequence.prompt_length
+            agent_turns = {t for t in sequence.turns if t >= 0}
+            per_turn = {t: weighted.for_call(episode.episode_id, t, mode) for t in agent_turns}
+            turns = sequence.turns[start:]
+            rows.append(
+                TrainingSample(
+                    **identity,
+                    turn=turns[0] if turns else 0,
+                    prompt_token_ids=sequence.token_ids[:start],
+                    completion_token_ids=sequence.token_ids[start:],
+                    completion_logprobs=sequence.logprobs[start:],
+                    agent_mask=sequence.agent_mask[start:],
+                    token_advantages=[per_turn[t] if t >= 0 else 0.0 for t in turns],
+                    advantage=max(per_turn.values(), key=abs),
+                    calls=sequence.calls,
+                )
+            )
+            continue
+        split += whole and any(c.completion_token_ids for c in episode.llm_calls)
+        rows += [
+            TrainingSample(
+                **identity,
+                call_index=index,
+                turn=call.turn,
+                prompt_token_ids=call.prompt_token_ids,
+                completion_token_ids=call.completion_token_ids,
+                completion_logprobs=call.completion_logprobs,
+                advantage=weighted.for_call(episode.episode_id, call.turn, mode),
+            )
+            for index, call in enumerate(episode.llm_calls)
+            if call.completion_token_ids
+        ]
+    return rows, split
+
+
 def _probe(rows: list[TrainingSample]) -> Probe:
+    """A served completion of the row with the largest advantage: its first agent span."""
     row = max(rows, key=lambda r: abs(r.advantage))
+    mask = row.agent_mask or [1] * len(row.completion_token_ids)
+    start = mask.index(1)
+    end = mask.index(0, start) if 0 in mask[start:] else len(mask)
     return Probe(
-        prompt_token_ids=row.prompt_token_ids, completion_token_ids=row.completion_token_ids
+        prompt_token_ids=row.prompt_token_ids + row.completion_token_ids[:start],
+        completion_token_ids=row.completion_token_ids[start:end],
     )
 
 

@@ -6,33 +6,42 @@ Our rollouts are multi-call, multi-turn LangGraph episodes served by vLLM, so
 `TraceGRPOTrainer` overrides two hooks and keeps everything else:
 
 * `_generate_and_score_completions` builds the batch from stored samples instead of
-  generating: one sample per LLM call, prompt and completion token ids exactly as served
-  (no re-tokenisation), the served logprobs as `old_per_token_logps` (the behaviour
-  policy of the importance ratio), and the diagnosis-reweighted advantage of the call.
-  With `beta > 0`, the reference logprobs come from the model with its adapter switched
-  off, as TRL does for PEFT.
-* `_get_train_sampler` visits every stored sample once per epoch: groups were formed at
-  rollout time (same task, interface version and policy version), so TRL's
-  prompt-repeating sampler does not apply.
+  generating. A sample is a whole episode as one served sequence (the first call's
+  prompt, then everything after it; `training/trajectories.py`) or, where an episode's
+  calls do not chain, one LLM call. Token ids are exactly as served (no
+  re-tokenisation); the served logprobs are `old_per_token_logps` (the behaviour policy
+  of the importance ratio, so later mini-batches of an iteration are off-policy by
+  exactly what the earlier ones changed); the advantage is per token (the episode's or
+  its turn's diagnosis-weighted advantage); and `tool_mask` — which TRL multiplies into
+  the loss mask — is 1 only on the agent's own sampled tokens, so tool results, user
+  turns and template tokens are context, not actions. With `beta > 0` the reference
+  logprobs come from the model with its adapter switched off, as TRL does for PEFT.
+* `_get_train_sampler` groups samples of similar length into micro-batches (little
+  padding); groups were formed at rollout time, so TRL's prompt-repeating sampler does
+  not apply.
 
 TRL's `_compute_loss` then applies the clipped ratio (epsilon), the KL term (beta) and
-the loss aggregation unchanged. Loss falls on completion tokens only: the model's own.
+the loss aggregation unchanged.
 """
 
 from __future__ import annotations
 
 import random
+import resource
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import PartialState
 from datasets import Dataset
-from torch.utils.data import RandomSampler, Sampler
+from torch.utils.data import Sampler
+from transformers.trainer_pt_utils import LengthGroupedSampler
 from trl import GRPOConfig, GRPOTrainer
 
 from seal_graph.records import TrainingSample
 from seal_graph.training.settings import OptimConfig
+from seal_graph.training.sft import release_mixed_precision, use_bf16
 
 
 def _never_called(*args: Any, **kwargs: Any) -> list[float]:
@@ -41,6 +50,10 @@ def _never_called(*args: Any, **kwargs: Any) -> list[float]:
 
 class TraceGRPOTrainer(GRPOTrainer):
     """GRPOTrainer over stored, served trajectories (see the module docstring)."""
+
+    #: Tokens of the batches built since the counts were reset: forwarded (with padding),
+    #: real, and the agent's own (where the loss falls).
+    token_counts: Counter[str]
 
     #: Optimiser state to start from (a launched step continues the previous step's Adam
     #: moments from the file the previous process wrote).
@@ -55,7 +68,15 @@ class TraceGRPOTrainer(GRPOTrainer):
         return optimizer
 
     def _get_train_sampler(self, dataset: Dataset | None = None) -> Sampler:
-        return RandomSampler(dataset if dataset is not None else self.train_dataset)
+        dataset = dataset if dataset is not None else self.train_dataset
+        lengths = [
+            len(p) + len(c)
+            for p, c in zip(
+                dataset["prompt_token_ids"], dataset["completion_token_ids"], strict=True
+            )
+        ]
+        # Micro-batches of similar lengths (random order otherwise): little padding.
+        return LengthGroupedSampler(self._train_batch_size, lengths=lengths)
 
     def _generate_and_score_completions(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
         device = self.accelerator.device
@@ -67,6 +88,8 @@ class TraceGRPOTrainer(GRPOTrainer):
         prompt_mask = torch.zeros((len(batch), width_p), dtype=torch.long)
         completion_ids = torch.full((len(batch), width_c), pad, dtype=torch.long)
         completion_mask = torch.zeros((len(batch), width_c), dtype=torch.long)
+        agent_mask = torch.zeros((len(batch), width_c), dtype=torch.long)
+        advantages = torch.zeros((len(batch), width_c), dtype=torch.float32)
         old_logps = torch.zeros((len(batch), width_c), dtype=torch.float32)
         for i, row in enumerate(batch):
             p, c = row["prompt_token_ids"], row["completion_token_ids"]
@@ -74,17 +97,25 @@ class TraceGRPOTrainer(GRPOTrainer):
             prompt_mask[i, width_p - len(p) :] = 1
             completion_ids[i, : len(c)] = torch.tensor(c)
             completion_mask[i, : len(c)] = 1
+            agent_mask[i, : len(c)] = torch.tensor(row["agent_mask"] or [1] * len(c))
+            advantages[i, : len(c)] = torch.tensor(
+                row["token_advantages"] or [row["advantage"]] * len(c)
+            )
             old_logps[i, : len(c)] = torch.tensor(row["completion_logprobs"])
+        self.token_counts["forwarded"] += len(batch) * (width_p + width_c)
+        self.token_counts["real"] += sum(map(len, prompts)) + sum(map(len, completions))
+        self.token_counts["agent"] += int(agent_mask.sum())
         output = {
             "prompt_ids": prompt_ids.to(device),
             "prompt_mask": prompt_mask.to(device),
             "completion_ids": completion_ids.to(device),
             "completion_mask": completion_mask.to(device),
-            "advantages": torch.tensor(
-                [row["advantage"] for row in batch], dtype=torch.float32, device=device
-            ),
+            # TRL multiplies this into the loss mask: tool results, user turns and template
+            # tokens are attended to but not trained on
+            "tool_mask": agent_mask.to(device),
+            "advantages": advantages.to(device),
             "old_per_token_logps": old_logps.to(device),
-            "num_items_in_batch": completion_mask.sum().to(device),
+            "num_items_in_batch": agent_mask.sum().to(device),
         }
         if self.beta != 0.0:
             model = self.accelerator.unwrap_model(self.model)
@@ -123,7 +154,8 @@ def grpo_step(
     if not rows:
         return trainer, {"samples": 0.0}
     micro = min(config.micro_batch, len(rows))
-    accumulation = max(1, -(-len(rows) // (micro * PartialState().num_processes)))
+    batches = -(-len(rows) // (2 * micro * PartialState().num_processes))
+    accumulation = max(1, -(-batches // config.mini_batches))
     dataset = Dataset.from_list([{**r.model_dump(), "prompt": ""} for r in rows])
     if trainer is None:
         args = GRPOConfig(
@@ -143,7 +175,7 @@ def grpo_step(
             report_to="none",
             save_strategy="no",
             use_cpu=not torch.cuda.is_available(),
-            bf16=False,
+            bf16=use_bf16(config.precision),
             remove_unused_columns=False,
             disable_tqdm=True,
         )
@@ -159,7 +191,20 @@ def grpo_step(
     trainer.args.per_device_train_batch_size = 2 * micro
     trainer.args.gradient_accumulation_steps = accumulation
     trainer.args.num_train_epochs = config.epochs
-    result = trainer.train()
+    trainer.token_counts = Counter()
+    try:
+        result = trainer.train()
+    finally:
+        release_mixed_precision(trainer)  # the policy's later logprobs (swap probe) in fp32
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
-    metrics["samples"] = float(len(rows))
+    counts = trainer.token_counts
+    metrics.update(
+        samples=float(len(rows)),
+        calls=float(sum(r.calls for r in rows)),
+        optimizer_steps=float(trainer.state.global_step),
+        forwarded_tokens=float(counts["forwarded"]),
+        padding_share=1 - counts["real"] / counts["forwarded"] if counts["forwarded"] else 0.0,
+        agent_tokens=float(counts["agent"]),
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    )
     return trainer, metrics

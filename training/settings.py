@@ -77,8 +77,24 @@ class OptimConfig(_Settings):
     max_samples: int | None = Field(
         default=None,
         ge=1,
-        description="Cap on LLM-call samples per step (a seeded random "
-        "subset); keeps a CPU step short when episodes make many calls.",
+        description="Cap on samples per iteration (a seeded random subset: episodes, or "
+        "LLM calls of episodes that could not be one sequence); keeps a CPU step short.",
+    )
+    whole_episodes: bool = Field(
+        default=True,
+        description="Train on each episode as one served sequence (prompt forwarded once); "
+        "False = one sample per LLM call.",
+    )
+    mini_batches: int = Field(
+        default=1,
+        ge=1,
+        description="Optimiser steps per epoch over the iteration's samples (PPO-style: "
+        "later mini-batches are corrected by the ratio to the served logprobs).",
+    )
+    precision: Precision = Field(
+        default="auto",
+        description="auto = bf16 autocast where the hardware has bf16 kernels (as the warm "
+        "start and DPO), else fp32; the swap probe is computed in fp32 either way.",
     )
 
 

@@ -1,5 +1,12 @@
 """Whole trajectories as token sequences with a mask on the agent's own tokens.
 
+Two sources. `served_sequence` takes an episode's served token ids as they are: the last
+call's prompt + completion is the whole episode when every call's prompt + completion
+is a prefix of the next call's prompt (checked per episode; where the server's template
+re-tokenised earlier text differently, there is no such sequence and the caller falls
+back to per-call samples). GRPO trains on these, one sequence per episode, so a
+shared prompt is forwarded once instead of once per call.
+
 Trajectory-level preference learning (ETO, the co-evolving failure agent) scores a whole
 multi-turn episode: the sum of the log-probabilities of the tokens the agent produced.
 Tool results and later user turns are context, not actions, so they are masked out.
@@ -11,9 +18,13 @@ must render a prefix as a prefix of the whole; this is checked, not assumed.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+from pydantic import BaseModel
+
 from seal_graph.errors import SealGraphError
+from seal_graph.records import Episode
 
 
 class TemplateError(SealGraphError):
@@ -65,3 +76,51 @@ def tokenize_trajectory(
         end = len(_render(tokenizer, messages[: index + 1], tools, gen=False))
         mask[start:end] = [1] * (end - start)
     return prompt, full[len(prompt) :], mask[len(prompt) :]
+
+
+class ServedSequence(BaseModel):
+    """An episode as one served token sequence."""
+
+    token_ids: list[int]
+    prompt_length: int
+    """The first call's prompt: context every call shares."""
+    agent_mask: list[int]
+    """1 on tokens the agent sampled (each call's completion)."""
+    logprobs: list[float]
+    """The served logprob of each agent token; 0 elsewhere."""
+    turns: list[int]
+    """The user turn of each agent token; -1 elsewhere."""
+    calls: int
+
+
+def served_sequence(episode: Episode) -> ServedSequence | None:
+    """The episode's served calls as one sequence, or None when a call's prompt +
+    completion is not a prefix of the next call's prompt (or no call was served)."""
+    calls = [c for c in episode.llm_calls if c.completion_token_ids]
+    if not calls or any(not c.prompt_token_ids for c in calls):
+        return None
+    for call, following in itertools.pairwise(calls):
+        served = call.prompt_token_ids + call.completion_token_ids
+        if following.prompt_token_ids[: len(served)] != served:
+            return None
+    last = calls[-1]
+    token_ids = last.prompt_token_ids + last.completion_token_ids
+    agent_mask, logprobs, turns = (
+        [0] * len(token_ids),
+        [0.0] * len(token_ids),
+        [-1] * len(token_ids),
+    )
+    for call in calls:
+        start = len(call.prompt_token_ids)
+        for offset, logprob in enumerate(call.completion_logprobs):
+            agent_mask[start + offset] = 1
+            logprobs[start + offset] = logprob
+            turns[start + offset] = call.turn
+    return ServedSequence(
+        token_ids=token_ids,
+        prompt_length=len(calls[0].prompt_token_ids),
+        agent_mask=agent_mask,
+        logprobs=logprobs,
+        turns=turns,
+        calls=len(calls),
+    )

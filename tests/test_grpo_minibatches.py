@@ -1,0 +1,77 @@
+"""The GRPO step on the bundled model: an iteration's samples in several mini-batch
+optimiser steps, the later ones corrected by the ratio to the served logprobs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seal_graph.bundled_model import ensure_bundled_model
+from seal_graph.records import TrainingSample
+from seal_graph.training.grpo import TraceGRPOTrainer, grpo_step
+from seal_graph.training.policy import Policy
+from seal_graph.training.settings import LoraSettings, OptimConfig
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy(ensure_bundled_model(), LoraSettings(r=4, alpha=8))
+
+
+def _rows(policy: Policy) -> list[TrainingSample]:
+    """Four samples with the policy's own logprobs as served; the last is an episode
+    whose middle tokens (a tool result) are context, not the agent's."""
+    rows = []
+    for i, answer in enumerate(["set x to 1", "add 2 and 3", "no idea", "hello there friend"]):
+        prompt = policy.tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"task {i}"}], add_generation_prompt=True
+        )
+        prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+        completion = policy.tokenizer(answer, add_special_tokens=False)["input_ids"]
+        logprobs = policy.completion_logprobs(prompt, completion)
+        mask = [1] * len(completion)
+        if i == 3:
+            mask[1:3] = [0, 0]
+            logprobs = [lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)]
+        rows.append(
+            TrainingSample(
+                prompt_token_ids=prompt,
+                completion_token_ids=completion,
+                completion_logprobs=logprobs,
+                agent_mask=mask,
+                advantage=1.0 if i < 2 else -1.0,
+            )
+        )
+    return rows
+
+
+def test_second_mini_batch_is_off_policy_by_what_the_first_changed(
+    policy: Policy, tmp_path, monkeypatch
+) -> None:
+    gaps: list[float] = []
+    original = TraceGRPOTrainer._compute_loss
+
+    def recording(self, model, inputs):
+        with torch.no_grad():
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                model,
+                torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1),
+                torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1),
+                inputs["completion_ids"].size(1),
+            )
+            agent = inputs["completion_mask"] * inputs["tool_mask"]
+            gap = ((logps - inputs["old_per_token_logps"]).abs() * agent).sum() / agent.sum()
+        gaps.append(float(gap))  # |log ratio| on the agent's tokens
+        return original(self, model, inputs)
+
+    monkeypatch.setattr(TraceGRPOTrainer, "_compute_loss", recording)
+    config = OptimConfig(
+        learning_rate=1e-3, beta=0.0, micro_batch=1, mini_batches=2, precision="fp32"
+    )
+    _, metrics = grpo_step(policy.model, policy.tokenizer, _rows(policy), config, tmp_path)
+    assert metrics["optimizer_steps"] == 2 and metrics["samples"] == 4
+    assert len(gaps) == 2
+    assert gaps[0] < 1e-4  # first mini-batch: the served policy itself, ratio 1
+    assert gaps[1] > 1e-3  # second: the first step moved the policy, ratio != 1
+    assert 0.0 <= metrics["padding_share"] < 1.0
+    assert metrics["agent_tokens"] == sum(sum(r.agent_mask) for r in _rows(policy))
