@@ -69,7 +69,12 @@ def test_rows_carry_turn_advantages_and_fall_back_to_calls_when_the_prefix_break
     a = weighted.advantage["e0"]
     assert whole.token_advantages == pytest.approx([a, a, 0, 0, a, a])
     fallback = rows[1:]
-    assert [r.call_index for r in fallback] == [0, 1] and all(not r.agent_mask for r in fallback)
+    assert [r.call_index for r in fallback] == [0, 1]
+    # the second call's prompt beyond the episode's first prompt is context: masked out,
+    # so every sample's prompt is about as long (dense length-grouped micro-batches)
+    assert [r.prompt_token_ids for r in fallback] == [[1, 2, 3], [1, 2, 3]]
+    assert fallback[1].completion_token_ids == [4, 50, 6, 7, 8, 9]
+    assert fallback[1].agent_mask == [0, 0, 0, 0, 1, 1] and not fallback[0].agent_mask
     assert fallback[0].advantage == pytest.approx(2.0 * weighted.advantage["e1"])  # turn 0
     per_call, split = episode_rows([good], weighted, "turn", whole=False)
     assert split == 0 and len(per_call) == 2

@@ -240,20 +240,29 @@ def episode_rows(
                 )
             )
             continue
-        split += whole and any(c.completion_token_ids for c in episode.llm_calls)
-        rows += [
-            TrainingSample(
-                **identity,
-                call_index=index,
-                turn=call.turn,
-                prompt_token_ids=call.prompt_token_ids,
-                completion_token_ids=call.completion_token_ids,
-                completion_logprobs=call.completion_logprobs,
-                advantage=weighted.for_call(episode.episode_id, call.turn, mode),
+        served = [c for c in episode.llm_calls if c.completion_token_ids]
+        split += whole and bool(served)
+        # With whole episodes in the batch, a call's prompt beyond the episode's first
+        # prompt goes into the completion as context (masked out): every sample then has
+        # a prompt of about the same length, so length-grouped micro-batches stay dense.
+        shared = len(served[0].prompt_token_ids) if whole and served else None
+        for call in served:
+            cut = len(call.prompt_token_ids) if shared is None else shared
+            context = call.prompt_token_ids[cut:]
+            rows.append(
+                TrainingSample(
+                    **identity,
+                    call_index=episode.llm_calls.index(call),
+                    turn=call.turn,
+                    prompt_token_ids=call.prompt_token_ids[:cut],
+                    completion_token_ids=context + call.completion_token_ids,
+                    completion_logprobs=[0.0] * len(context) + call.completion_logprobs,
+                    agent_mask=[0] * len(context) + [1] * len(call.completion_token_ids)
+                    if context
+                    else [],
+                    advantage=weighted.for_call(episode.episode_id, call.turn, mode),
+                )
             )
-            for index, call in enumerate(episode.llm_calls)
-            if call.completion_token_ids
-        ]
     return rows, split
 
 
