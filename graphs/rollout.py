@@ -334,7 +334,7 @@ async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[
     try:
         verdict = await asyncio.to_thread(session.verify, episode)
     finally:
-        _ctx(runtime).sessions.release(state["episode_id"])
+        ctx.sessions.release(state["episode_id"])
     episode = episode.with_verdict(verdict)
     if ctx.store_path:  # a single run (e.g. from Studio) feeds `diagnose_evolve` this way
         await asyncio.to_thread(_store_episode, ctx.store_path, episode)

@@ -246,13 +246,15 @@ def episode_rows(
         # prompt goes into the completion as context (masked out): every sample then has
         # a prompt of about the same length, so length-grouped micro-batches stay dense.
         shared = len(served[0].prompt_token_ids) if whole and served else None
-        for call in served:
+        for index, call in enumerate(episode.llm_calls):
+            if not call.completion_token_ids:
+                continue
             cut = len(call.prompt_token_ids) if shared is None else shared
             context = call.prompt_token_ids[cut:]
             rows.append(
                 TrainingSample(
                     **identity,
-                    call_index=episode.llm_calls.index(call),
+                    call_index=index,
                     turn=call.turn,
                     prompt_token_ids=call.prompt_token_ids[:cut],
                     completion_token_ids=context + call.completion_token_ids,

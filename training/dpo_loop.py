@@ -29,6 +29,7 @@ from seal_graph.evolution import Labelled
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode
 from seal_graph.training.algorithms import Algorithm, TrainResult
+from seal_graph.training.config import TrainConfig
 from seal_graph.training.dpo import dpo_step, pair_rows
 from seal_graph.training.loop import batch_run_id, default_probe, iteration_tasks, mean, roll_out
 from seal_graph.training.policy import Policy
@@ -64,7 +65,7 @@ class HardNegativeDPO(Algorithm):
     agent's failures too). State: `failure_version` (the failure agent's adapter
     versions saved) and `failure_served` (the one its server name answers with)."""
 
-    def __init__(self, config) -> None:
+    def __init__(self, config: TrainConfig) -> None:
         super().__init__(config)
         self.failure: Policy | None = None
         self.failure_sync: WeightSync | None = None
