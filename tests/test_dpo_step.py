@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from seal_graph.bundled_model import ensure_bundled_model
+from seal_graph.training.compute import use_bf16
 from seal_graph.training.dpo import dpo_step
 from seal_graph.training.policy import Policy
 from seal_graph.training.settings import DPOSettings, LoraSettings
-from seal_graph.training.sft import use_bf16
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from seal_graph.training.preferences import (
     failure_pairs,
     target_pairs,
 )
-from seal_graph.training.trajectories import agent_steps, tokenize_trajectory, truncate_steps
+from seal_graph.training.trajectories import agent_steps, rendered_trajectory, truncate_steps
 
 PROMPT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Set a to 1."}]
 
@@ -100,7 +100,9 @@ def test_partial_progress(verdict: Verdict, turns: int, expected: float) -> None
 def test_agent_mask_covers_exactly_the_assistant_messages(tokenizer) -> None:
     messages = PROMPT + _steps(2, tag="act") + [{"role": "user", "content": "Thanks."}]
     messages.append({"role": "assistant", "content": "done"})
-    prompt, continuation, mask = tokenize_trajectory(tokenizer, messages, [], 2)
+    trajectory = rendered_trajectory(tokenizer, messages, [], 2)
+    prompt, continuation = trajectory.prompt_ids, trajectory.continuation_ids
+    mask = trajectory.continuation_mask
     assert len(continuation) == len(mask)
     masked = tokenizer.decode([t for t, m in zip(continuation, mask, strict=True) if m])
     unmasked = tokenizer.decode([t for t, m in zip(continuation, mask, strict=True) if not m])

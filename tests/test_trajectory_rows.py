@@ -12,7 +12,7 @@ from seal_graph.records import Episode, LLMCall, TurnDiagnosis
 from seal_graph.training.advantages import weighted_advantages
 from seal_graph.training.algorithms import episode_rows
 from seal_graph.training.settings import WeightingConfig
-from seal_graph.training.trajectories import served_sequence
+from seal_graph.training.trajectories import served_trajectory
 
 
 def call(turn: int, prompt: list[int], completion: list[int]) -> LLMCall:
@@ -45,13 +45,13 @@ BROKEN = [call(0, [1, 2, 3], [4, 5]), call(1, [1, 2, 3, 4, 50, 6, 7], [8, 9])]
 
 
 def test_a_chained_episode_is_one_sequence_with_the_agent_tokens_masked_in() -> None:
-    sequence = served_sequence(episode("e0", 1.0, CHAINED))
+    sequence = served_trajectory(episode("e0", 1.0, CHAINED))
     assert sequence is not None
     assert sequence.token_ids == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert sequence.agent_mask == [0, 0, 0, 1, 1, 0, 0, 1, 1]
     assert sequence.turns == [-1, -1, -1, 0, 0, -1, -1, 1, 1]
     assert sequence.logprobs[3:5] == pytest.approx([-0.4, -0.5]) and sequence.logprobs[5] == 0
-    assert served_sequence(episode("e1", 0.0, BROKEN)) is None
+    assert served_trajectory(episode("e1", 0.0, BROKEN)) is None
 
 
 def test_rows_carry_turn_advantages_and_fall_back_to_calls_when_the_prefix_breaks() -> None:
@@ -95,7 +95,7 @@ def test_served_episodes_mask_exactly_the_agents_tokens(server, tokenizer, tmp_p
     )  # fmt: skip
     sequences = 0
     for stored in store.episodes("seq"):
-        sequence = served_sequence(stored)
+        sequence = served_trajectory(stored)
         if sequence is None:
             continue
         sequences += 1

@@ -30,7 +30,7 @@ from seal_graph.training.advantages import (
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.loop import mean
 from seal_graph.training.resources import LoopRun, console
-from seal_graph.training.trajectories import served_sequence
+from seal_graph.training.trajectories import served_trajectory
 from seal_graph.training.weight_sync import Probe
 
 
@@ -220,7 +220,7 @@ def episode_rows(
             "policy_version": episode.policy_version,
             "reward": episode.reward,
         }
-        sequence = served_sequence(episode) if whole else None
+        sequence = served_trajectory(episode) if whole else None
         if sequence is not None:
             start = sequence.prompt_length
             agent_turns = {t for t in sequence.turns if t >= 0}

@@ -32,10 +32,10 @@ from datasets import Dataset
 from trl import DPOConfig, DPOTrainer
 from trl.trainer.dpo_trainer import DataCollatorForPreference
 
+from seal_graph.training.compute import release_mixed_precision, trainer_compute_args, use_bf16
 from seal_graph.training.preferences import PreferencePair, prompt_length
 from seal_graph.training.settings import DPOSettings
-from seal_graph.training.sft import release_mixed_precision, use_bf16
-from seal_graph.training.trajectories import tokenize_trajectory
+from seal_graph.training.trajectories import rendered_trajectory
 
 
 @dataclass
@@ -71,23 +71,19 @@ def pair_rows(
     for pair in pairs:
         tools = tools_for(pair.task_id)
         size = prompt_length(pair.chosen)
-        prompt, chosen, chosen_mask = tokenize_trajectory(
-            tokenizer, pair.chosen.messages, tools, size
-        )
-        prompt_r, rejected, rejected_mask = tokenize_trajectory(
-            tokenizer, pair.rejected.messages, tools, size
-        )
-        if prompt_r != prompt:
+        chosen = rendered_trajectory(tokenizer, pair.chosen.messages, tools, size)
+        rejected = rendered_trajectory(tokenizer, pair.rejected.messages, tools, size)
+        if rejected.prompt_ids != chosen.prompt_ids:
             raise ValueError(f"pair for task {pair.task_id} does not share its prompt")
-        if not any(chosen_mask) or not any(rejected_mask):
+        if not any(chosen.continuation_mask) or not any(rejected.continuation_mask):
             continue  # nothing the agent produced on one side: no preference to learn
         rows.append(
             {
-                "prompt_ids": prompt,
-                "chosen_ids": chosen,
-                "rejected_ids": rejected,
-                "chosen_mask": chosen_mask,
-                "rejected_mask": rejected_mask,
+                "prompt_ids": chosen.prompt_ids,
+                "chosen_ids": chosen.continuation_ids,
+                "rejected_ids": rejected.continuation_ids,
+                "chosen_mask": chosen.continuation_mask,
+                "rejected_mask": rejected.continuation_mask,
                 "chosen_score": pair.chosen.score,
                 "rejected_score": pair.rejected.score,
             }
@@ -157,8 +153,7 @@ def dpo_step(
         logging_steps=1,
         report_to="none",
         save_strategy="no",
-        use_cpu=not torch.cuda.is_available(),
-        bf16=bf16,
+        **trainer_compute_args(settings.precision),
         remove_unused_columns=False,
         disable_tqdm=False,  # a round is minutes on CPU: show it
         seed=seed,

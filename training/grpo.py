@@ -40,8 +40,8 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from trl import GRPOConfig, GRPOTrainer
 
 from seal_graph.records import TrainingSample
+from seal_graph.training.compute import release_mixed_precision, trainer_compute_args
 from seal_graph.training.settings import OptimConfig
-from seal_graph.training.sft import release_mixed_precision, use_bf16
 
 
 def _never_called(*args: Any, **kwargs: Any) -> list[float]:
@@ -174,8 +174,7 @@ def grpo_step(
             logging_steps=1,
             report_to="none",
             save_strategy="no",
-            use_cpu=not torch.cuda.is_available(),
-            bf16=use_bf16(config.precision),
+            **trainer_compute_args(config.precision),
             remove_unused_columns=False,
             disable_tqdm=True,
         )

@@ -192,7 +192,7 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
     settings = run.config.warm_start
     began = time.perf_counter()
     env = registry.get_environment(run.config.env)
-    dataset = expert_dataset(env, settings, seed=run.config.seed)
+    dataset = expert_dataset(env, settings, run.policy.tokenizer, seed=run.config.seed)
     if len(dataset) == 0:
         console.print(f"warm start skipped: {env.name} has no reference solutions to learn from")
         return {"skipped": True, "seconds": time.perf_counter() - began}
@@ -203,7 +203,9 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
     run.policy.save_adapter(run.adapter_dir(run.policy.version))
     swapped = swap(run, run.policy.version, probe=None)
     return {
-        "examples": int(metrics["examples"]),
+        "episodes": int(metrics["episodes"]),
+        "trained_tokens": int(metrics["trained_tokens"]),
+        "tokens_per_second": metrics["tokens_per_second"],
         "loss": metrics.get("train_loss"),
         "swap_ok": swapped["ok"],
         "seconds": time.perf_counter() - began,

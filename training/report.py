@@ -178,7 +178,8 @@ def write_report(
         f"**{_pct(baseline.get('success'))} before training"
         + (
             f" -> {_pct(warm.get('eval_success'))} after the warm start "
-            f"({config.warm_start.steps} SFT steps, {warm.get('examples')} expert examples)"
+            f"({config.warm_start.steps} SFT steps over {warm.get('episodes')} whole expert "
+            f"episodes, {warm.get('tokens_per_second', 0):.0f} trained tokens/s)"
             if warm
             else ""
         )

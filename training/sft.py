@@ -3,21 +3,22 @@
 For environments with reference solutions, the reference calls are executed in the
 environment through the same message format the agent sees (tool schemas, tool-call
 messages, tool results), one agent step per call and a short closing answer per turn.
-Each assistant message becomes one prompt-completion example; the loss falls on the
-completion only. The bundled 135M model never calls a tool on its own, so a short warm
-start is what gives RL a non-zero reward to work with.
+Each replayed episode is one training sequence (`rendered_trajectory`): the loss falls
+on the assistant messages only, and the shared system prompt and history are forwarded
+once per episode instead of once per agent step. Micro-batches group episodes of
+similar length, so little compute goes to padding. The bundled 135M model never calls
+a tool on its own, so a short warm start is what gives RL a non-zero reward to work
+with.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from datasets import Dataset
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from trl import SFTConfig, SFTTrainer
@@ -25,25 +26,9 @@ from trl import SFTConfig, SFTTrainer
 from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode
 from seal_graph.reference import replay_calls
+from seal_graph.training.compute import release_mixed_precision, trainer_compute_args
 from seal_graph.training.settings import WarmStartSettings
-
-
-def release_mixed_precision(trainer: Any) -> None:
-    """Undo accelerate's bf16 autocast wrapper on the model's forward after training.
-
-    Under mixed precision accelerate replaces `model.forward` with an autocast version and
-    leaves it there; the policy would then compute every later logprob in bf16 (swap
-    probes then disagree with the fp32 server by ~0.1-0.2 nats per token, measured).
-    """
-    trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
-
-
-def use_bf16(precision: str) -> bool:
-    if precision != "auto":
-        return precision == "bf16"
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+from seal_graph.training.trajectories import TokenTrajectory, rendered_trajectory
 
 
 def task_tools(env: Environment, task: Task) -> list[dict[str, Any]]:
@@ -63,39 +48,41 @@ async def expert_episode(env: Environment, task: Task) -> Episode | None:
     return episode if verdict.success else None  # a failing reference teaches nothing
 
 
-async def expert_examples(env: Environment, tasks: list[Task]) -> list[dict[str, Any]]:
-    """Prompt-completion examples from each task's replayed reference solution."""
-    examples = []
+async def expert_trajectories(
+    env: Environment, tasks: list[Task], tokenizer: Any
+) -> list[TokenTrajectory]:
+    """Each task's replayed reference solution as one agent-masked token sequence."""
+    trajectories = []
     for task in tasks:
         episode = await expert_episode(env, task)
         if episode is None:
             continue
-        tools = json.dumps(task_tools(env, task))
-        for index, message in enumerate(episode.messages):
-            if message["role"] == "assistant":
-                examples.append(
-                    {"prompt": episode.messages[:index], "completion": [message], "tools": tools}
-                )
-    return examples
+        first = next(i for i, m in enumerate(episode.messages) if m["role"] == "assistant")
+        trajectories.append(
+            rendered_trajectory(tokenizer, episode.messages, task_tools(env, task), first)
+        )
+    return trajectories
 
 
-def expert_dataset(env: Environment, settings: WarmStartSettings, seed: int = 0) -> Dataset:
+def expert_dataset(
+    env: Environment, settings: WarmStartSettings, tokenizer: Any, seed: int = 0
+) -> Dataset:
+    """The warm start's rows: `input_ids` of a whole expert episode and `completion_mask`
+    on its assistant tokens (TRL's pre-tokenized format with `completion_only_loss`)."""
     tasks = env.tasks(settings.split)
     if settings.tasks:
         tasks = random.Random(seed).sample(tasks, min(settings.tasks, len(tasks)))
-    examples = asyncio.run(expert_examples(env, tasks))
-    for example in examples:  # uniform columns for Arrow: tool calls always present
-        for message in [*example["prompt"], *example["completion"]]:
-            message.setdefault("tool_calls", None)
-            message.setdefault("tool_call_id", None)
-            message.setdefault("name", None)
-    return Dataset.from_list(examples)
+    trajectories = asyncio.run(expert_trajectories(env, tasks, tokenizer))
+    return Dataset.from_list(
+        [{"input_ids": t.token_ids, "completion_mask": t.agent_mask} for t in trajectories]
+    )
 
 
 def warm_start(
     model: Any, tokenizer: Any, dataset: Dataset, settings: WarmStartSettings, output_dir: Path
 ) -> dict[str, float]:
-    """`settings.steps` SFT steps on the expert examples; returns the trainer's metrics."""
+    """`settings.steps` SFT steps on the expert episodes; returns the trainer's metrics,
+    with the useful (non-padding) tokens trained on and their rate."""
     began = time.perf_counter()
     args = SFTConfig(
         output_dir=str(output_dir),
@@ -106,9 +93,9 @@ def warm_start(
         logging_steps=max(1, settings.steps // 8),
         report_to="none",
         save_strategy="no",
-        use_cpu=not torch.cuda.is_available(),
-        bf16=use_bf16(settings.precision),
+        **trainer_compute_args(settings.precision),
         completion_only_loss=True,
+        train_sampling_strategy="group_by_length",
         disable_tqdm=False,
         seed=0,
     )
@@ -116,5 +103,12 @@ def warm_start(
     result = trainer.train()
     release_mixed_precision(trainer)
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
-    metrics.update(examples=float(len(dataset)), seconds=time.perf_counter() - began)
+    tokens = max((e.get("num_tokens", 0) for e in trainer.state.log_history), default=0)
+    seconds = time.perf_counter() - began
+    metrics.update(
+        episodes=float(len(dataset)),
+        trained_tokens=float(tokens),
+        tokens_per_second=tokens / metrics.get("train_runtime", seconds),
+        seconds=seconds,
+    )
     return metrics

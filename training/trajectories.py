@@ -1,19 +1,21 @@
 """Whole trajectories as token sequences with a mask on the agent's own tokens.
 
-Two sources. `served_sequence` takes an episode's served token ids as they are: the last
+One record, `TokenTrajectory`, from two sources; GRPO, the SFT warm start and DPO all train
+on it, one sequence per episode, so a shared prompt is forwarded once instead of once
+per agent step.
+
+`served_trajectory` takes an episode's served token ids as they are (GRPO): the last
 call's prompt + completion is the whole episode when every call's prompt + completion
 is a prefix of the next call's prompt (checked per episode; where the server's template
 re-tokenised earlier text differently, there is no such sequence and the caller falls
-back to per-call samples). GRPO trains on these, one sequence per episode, so a
-shared prompt is forwarded once instead of once per call.
+back to per-call samples).
 
-Trajectory-level preference learning (ETO, the co-evolving failure agent) scores a whole
-multi-turn episode: the sum of the log-probabilities of the tokens the agent produced.
-Tool results and later user turns are context, not actions, so they are masked out.
-The mask comes from rendering the conversation prefix by prefix with the tokenizer's
-chat template: an assistant message's tokens are those between the prompt rendered up
-to it (with the generation prompt) and the prompt rendered through it. The template
-must render a prefix as a prefix of the whole; this is checked, not assumed.
+`rendered_trajectory` renders a conversation with the chat template (the warm start's
+reference solutions were never served; DPO pairs). Tool results and later user turns
+are context, not actions, so they are masked out: an assistant message's tokens are
+those between the conversation rendered up to it (with the generation prompt) and
+rendered through it. The template must render a prefix as a prefix of the whole; this
+is checked, not assumed.
 """
 
 from __future__ import annotations
@@ -55,10 +57,42 @@ def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict], g
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
-def tokenize_trajectory(
+class TokenTrajectory(BaseModel):
+    """An episode as one token sequence with the agent's own tokens marked.
+
+    GRPO, the SFT warm start and DPO all train on this: one sequence per episode, the
+    loss on `agent_mask` tokens only.
+    """
+
+    token_ids: list[int]
+    prompt_length: int
+    """The first call's prompt: context every agent step shares."""
+    agent_mask: list[int]
+    """1 on tokens the agent produced (served: sampled; rendered: assistant messages)."""
+    logprobs: list[float] = []
+    """Served trajectories: the served logprob of each agent token, 0 elsewhere."""
+    turns: list[int] = []
+    """Served trajectories: the user turn of each agent token, -1 elsewhere."""
+    calls: int
+    """Agent steps (LLM calls or assistant messages) in the sequence."""
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.token_ids[: self.prompt_length]
+
+    @property
+    def continuation_ids(self) -> list[int]:
+        return self.token_ids[self.prompt_length :]
+
+    @property
+    def continuation_mask(self) -> list[int]:
+        return self.agent_mask[self.prompt_length :]
+
+
+def rendered_trajectory(
     tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict], prompt_messages: int
-) -> tuple[list[int], list[int], list[int]]:
-    """(prompt ids, continuation ids, continuation mask): the prompt is the first
+) -> TokenTrajectory:
+    """A conversation rendered with the chat template: the prompt is the first
     `prompt_messages` messages with the generation prompt; the mask is 1 on the tokens
     of assistant messages after it."""
     prompt = _render(tokenizer, messages[:prompt_messages], tools, gen=True)
@@ -74,26 +108,19 @@ def tokenize_trajectory(
             continue
         start = len(_render(tokenizer, messages[:index], tools, gen=True))
         end = len(_render(tokenizer, messages[: index + 1], tools, gen=False))
-        mask[start:end] = [1] * (end - start)
-    return prompt, full[len(prompt) :], mask[len(prompt) :]
+        span = full[start:end]
+        if tokenizer.eos_token_id in span:  # the separator the template adds after the
+            end = start + len(span) - span[::-1].index(tokenizer.eos_token_id)  # agent's
+        mask[start:end] = [1] * (end - start)  # end-of-turn token is not the agent's
+    return TokenTrajectory(
+        token_ids=full,
+        prompt_length=len(prompt),
+        agent_mask=mask,
+        calls=agent_steps(messages[prompt_messages:]),
+    )
 
 
-class ServedSequence(BaseModel):
-    """An episode as one served token sequence."""
-
-    token_ids: list[int]
-    prompt_length: int
-    """The first call's prompt: context every call shares."""
-    agent_mask: list[int]
-    """1 on tokens the agent sampled (each call's completion)."""
-    logprobs: list[float]
-    """The served logprob of each agent token; 0 elsewhere."""
-    turns: list[int]
-    """The user turn of each agent token; -1 elsewhere."""
-    calls: int
-
-
-def served_sequence(episode: Episode) -> ServedSequence | None:
+def served_trajectory(episode: Episode) -> TokenTrajectory | None:
     """The episode's served calls as one sequence, or None when a call's prompt +
     completion is not a prefix of the next call's prompt (or no call was served)."""
     calls = [c for c in episode.llm_calls if c.completion_token_ids]
@@ -116,7 +143,7 @@ def served_sequence(episode: Episode) -> ServedSequence | None:
             agent_mask[start + offset] = 1
             logprobs[start + offset] = logprob
             turns[start + offset] = call.turn
-    return ServedSequence(
+    return TokenTrajectory(
         token_ids=token_ids,
         prompt_length=len(calls[0].prompt_token_ids),
         agent_mask=agent_mask,
