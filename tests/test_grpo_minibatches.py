@@ -75,3 +75,42 @@ def test_second_mini_batch_is_off_policy_by_what_the_first_changed(
     assert gaps[1] > 1e-3  # second: the first step moved the policy, ratio != 1
     assert 0.0 <= metrics["padding_share"] < 1.0
     assert metrics["agent_tokens"] == sum(sum(r.agent_mask) for r in _rows(policy))
+
+
+def test_served_logprobs_off_the_trainers_are_measured_and_corrected_truncated(
+    policy: Policy, tmp_path, monkeypatch
+) -> None:
+    """A server whose logprobs sit 1 nat below the trainer's (another engine's numerics):
+    the step reports the gap, and each agent token's advantage carries the importance
+    weight exp(1) truncated at the cap."""
+    seen: list[torch.Tensor] = []
+    original = TraceGRPOTrainer._compute_loss
+
+    def recording(self, model, inputs):
+        agent = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
+        seen.append(inputs["advantages"][agent].abs())
+        return original(self, model, inputs)
+
+    monkeypatch.setattr(TraceGRPOTrainer, "_compute_loss", recording)
+    rows = [
+        r.model_copy(
+            update={
+                "completion_logprobs": [
+                    lp - 1.0 if m else 0.0
+                    for lp, m in zip(
+                        r.completion_logprobs,
+                        r.agent_mask or [1] * len(r.completion_logprobs),
+                        strict=True,
+                    )
+                ]
+            }
+        )
+        for r in _rows(policy)
+    ]
+    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=4, tis_cap=2.0, precision="fp32")
+    _, metrics = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
+    assert metrics["mismatch_mean"] == pytest.approx(1.0, abs=1e-3)
+    assert metrics["tis_truncated_share"] == 1.0
+    weights = torch.cat(seen)
+    assert torch.allclose(weights, torch.full_like(weights, 2.0))  # |advantage| 1 x cap 2
+    assert metrics["episodes"] == 1 and metrics["episode_tokens"] > 0

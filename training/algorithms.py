@@ -29,6 +29,7 @@ from seal_graph.training.advantages import (
 )
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.loop import mean
+from seal_graph.training.report import training_step_section
 from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.trajectories import served_trajectory
 from seal_graph.training.weight_sync import Probe
@@ -145,6 +146,9 @@ class GRPO(Algorithm):
             state={"rho": rho, "optimizer_state": optimizer_state},
         )
 
+    def report_sections(self, history: list[dict[str, Any]]) -> list[str]:
+        return training_step_section(history)
+
     def _step(
         self, run: LoopRun, rows: list[TrainingSample], optimizer_state: Path | None
     ) -> dict[str, float]:
@@ -198,6 +202,12 @@ STEP_STATISTICS = (
     "padding_share",
     "agent_tokens",
     "peak_rss_mb",
+    "episodes",
+    "episode_tokens",
+    "tokens_per_second",
+    "mismatch_mean",
+    "mismatch_max",
+    "tis_truncated_share",
 )
 """What the optimiser step reports about its own work (`grpo.grpo_step`)."""
 

@@ -9,10 +9,15 @@ Our rollouts are multi-call, multi-turn LangGraph episodes served by vLLM, so
   generating. A sample is a whole episode as one served sequence (the first call's
   prompt, then everything after it; `training/trajectories.py`) or, where an episode's
   calls do not chain, one LLM call. Token ids are exactly as served (no
-  re-tokenisation); the served logprobs are `old_per_token_logps` (the behaviour policy
-  of the importance ratio, so later mini-batches of an iteration are off-policy by
-  exactly what the earlier ones changed); the advantage is per token (the episode's or
-  its turn's diagnosis-weighted advantage); and `tool_mask` — which TRL multiplies into
+  re-tokenisation); `old_per_token_logps` are the trainer's own logprobs of the batch
+  before the step changes anything (`behaviour_logprobs`, one no-grad pass under the
+  training precision), so the first mini-batch starts at ratio 1 and later ones are
+  off-policy by exactly what the earlier ones changed; the advantage is per token (the
+  episode's or its turn's diagnosis-weighted advantage) times the truncated importance
+  weight min(exp(trainer - served logprob), tis_cap) that corrects for the serving
+  engine's own numerics (TRL's `token_truncate` correction, which it applies only with
+  its own vLLM generation; a non-negative weight on the advantage is the same loss);
+  and `tool_mask` — which TRL multiplies into
   the loss mask — is 1 only on the agent's own sampled tokens, so tool results, user
   turns and template tokens are context, not actions. With `beta > 0` the reference
   logprobs come from the model with its adapter switched off, as TRL does for PEFT.
@@ -26,6 +31,7 @@ the loss aggregation unchanged.
 
 from __future__ import annotations
 
+import math
 import random
 import resource
 from collections import Counter
@@ -55,6 +61,9 @@ class TraceGRPOTrainer(GRPOTrainer):
     #: real, and the agent's own (where the loss falls).
     token_counts: Counter[str]
 
+    #: Truncated importance sampling cap (`OptimConfig.tis_cap`).
+    tis_cap: float = 2.0
+
     #: Optimiser state to start from (a launched step continues the previous step's Adam
     #: moments from the file the previous process wrote).
     initial_optimizer_state: Path | None = None
@@ -78,8 +87,29 @@ class TraceGRPOTrainer(GRPOTrainer):
         # Micro-batches of similar lengths (random order otherwise): little padding.
         return LengthGroupedSampler(self._train_batch_size, lengths=lengths)
 
-    def _generate_and_score_completions(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
-        device = self.accelerator.device
+    @torch.no_grad()
+    def behaviour_logprobs(self, rows: list[dict[str, Any]]) -> list[list[float]]:
+        """The trainer's logprobs of each row's completion, before this step updates the
+        policy, in micro-batches of similar length."""
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]["completion_token_ids"]))
+        size = self.args.per_device_train_batch_size
+        out: list[list[float]] = [[] for _ in rows]
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
+            batch = self._padded([rows[i] for i in chunk])
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1),
+                torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1),
+                batch["completion_ids"].size(1),
+            )
+            for row, index in enumerate(chunk):
+                out[index] = logps[row, : len(rows[index]["completion_token_ids"])].tolist()
+        return out
+
+    def _padded(self, batch: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """The rows as left-padded prompts and right-padded completions, with their masks,
+        per-token advantages and served logprobs."""
         pad = self.processing_class.pad_token_id or 0
         prompts = [row["prompt_token_ids"] for row in batch]
         completions = [row["completion_token_ids"] for row in batch]
@@ -90,7 +120,7 @@ class TraceGRPOTrainer(GRPOTrainer):
         completion_mask = torch.zeros((len(batch), width_c), dtype=torch.long)
         agent_mask = torch.zeros((len(batch), width_c), dtype=torch.long)
         advantages = torch.zeros((len(batch), width_c), dtype=torch.float32)
-        old_logps = torch.zeros((len(batch), width_c), dtype=torch.float32)
+        served = torch.zeros((len(batch), width_c), dtype=torch.float32)
         for i, row in enumerate(batch):
             p, c = row["prompt_token_ids"], row["completion_token_ids"]
             prompt_ids[i, width_p - len(p) :] = torch.tensor(p)  # left padding
@@ -101,21 +131,40 @@ class TraceGRPOTrainer(GRPOTrainer):
             advantages[i, : len(c)] = torch.tensor(
                 row["token_advantages"] or [row["advantage"]] * len(c)
             )
-            old_logps[i, : len(c)] = torch.tensor(row["completion_logprobs"])
-        self.token_counts["forwarded"] += len(batch) * (width_p + width_c)
-        self.token_counts["real"] += sum(map(len, prompts)) + sum(map(len, completions))
-        self.token_counts["agent"] += int(agent_mask.sum())
-        output = {
+            served[i, : len(c)] = torch.tensor(row["completion_logprobs"])
+        device = self.accelerator.device
+        return {
             "prompt_ids": prompt_ids.to(device),
             "prompt_mask": prompt_mask.to(device),
             "completion_ids": completion_ids.to(device),
             "completion_mask": completion_mask.to(device),
+            "agent_mask": agent_mask.to(device),
+            "advantages": advantages.to(device),
+            "served_logps": served.to(device),
+        }
+
+    def _generate_and_score_completions(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        padded = self._padded(batch)
+        agent_mask, width_c = padded["agent_mask"], padded["completion_ids"].size(1)
+        old_logps = torch.zeros_like(padded["served_logps"])  # same device
+        for i, row in enumerate(batch):
+            old_logps[i, : len(row["train_logprobs"])] = torch.tensor(row["train_logprobs"])
+        weight = torch.exp(old_logps - padded["served_logps"]).clamp(max=self.tis_cap)
+        weight = torch.where(agent_mask.bool(), weight, torch.ones_like(weight))
+        self.token_counts["forwarded"] += len(batch) * (padded["prompt_ids"].size(1) + width_c)
+        self.token_counts["real"] += int(
+            padded["prompt_mask"].sum() + padded["completion_mask"].sum()
+        )
+        self.token_counts["agent"] += int(agent_mask.sum())
+        output = {
+            **{k: padded[k] for k in ("prompt_ids", "prompt_mask", "completion_ids")},
+            "completion_mask": padded["completion_mask"],
             # TRL multiplies this into the loss mask: tool results, user turns and template
             # tokens are attended to but not trained on
-            "tool_mask": agent_mask.to(device),
-            "advantages": advantages.to(device),
-            "old_per_token_logps": old_logps.to(device),
-            "num_items_in_batch": agent_mask.sum().to(device),
+            "tool_mask": agent_mask,
+            "advantages": padded["advantages"] * weight,
+            "old_per_token_logps": old_logps,
+            "num_items_in_batch": agent_mask.sum(),
         }
         if self.beta != 0.0:
             model = self.accelerator.unwrap_model(self.model)
@@ -186,8 +235,14 @@ def grpo_step(
             processing_class=tokenizer,
         )
         trainer.initial_optimizer_state = optimizer_state
-    trainer.train_dataset = dataset
     trainer.args.per_device_train_batch_size = 2 * micro
+    trainer.tis_cap = config.tis_cap
+    records = dataset.to_list()
+    behaviour = trainer.behaviour_logprobs(records)
+    mismatch = serving_mismatch(records, behaviour, config.tis_cap)
+    trainer.train_dataset = Dataset.from_list(
+        [{**r, "train_logprobs": b} for r, b in zip(records, behaviour, strict=True)]
+    )
     trainer.args.gradient_accumulation_steps = accumulation
     trainer.args.num_train_epochs = config.epochs
     trainer.token_counts = Counter()
@@ -197,13 +252,46 @@ def grpo_step(
         release_mixed_precision(trainer)  # the policy's later logprobs (swap probe) in fp32
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
     counts = trainer.token_counts
+    episode_lengths: dict[str, int] = {}  # an episode's own length: its longest sample
+    for row in rows:
+        length = len(row.prompt_token_ids) + len(row.completion_token_ids)
+        episode_lengths[row.episode_id] = max(length, episode_lengths.get(row.episode_id, 0))
     metrics.update(
         samples=float(len(rows)),
         calls=float(sum(r.calls for r in rows)),
         optimizer_steps=float(trainer.state.global_step),
         forwarded_tokens=float(counts["forwarded"]),
         padding_share=1 - counts["real"] / counts["forwarded"] if counts["forwarded"] else 0.0,
+        episodes=float(len(episode_lengths)),
+        episode_tokens=float(sum(episode_lengths.values())),
+        tokens_per_second=counts["real"] / metrics["train_runtime"]
+        if metrics.get("train_runtime")
+        else 0.0,
         agent_tokens=float(counts["agent"]),
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **mismatch,
     )
     return trainer, metrics
+
+
+def serving_mismatch(
+    rows: list[dict[str, Any]], trainer_logps: list[list[float]], cap: float
+) -> dict[str, float]:
+    """How far the server's logprobs of the agent's tokens are from the trainer's before
+    the step: mean and max |difference| per token, and the share of tokens whose
+    importance weight the cap truncated."""
+    gaps: list[float] = []
+    truncated = 0
+    for row, trained in zip(rows, trainer_logps, strict=True):
+        mask = row["agent_mask"] or [1] * len(trained)
+        for served, own, agent in zip(row["completion_logprobs"], trained, mask, strict=True):
+            if agent:
+                gaps.append(abs(own - served))
+                truncated += own - served > math.log(cap)
+    if not gaps:
+        return {}
+    return {
+        "mismatch_mean": sum(gaps) / len(gaps),
+        "mismatch_max": max(gaps),
+        "tis_truncated_share": truncated / len(gaps),
+    }

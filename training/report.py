@@ -116,6 +116,39 @@ def _num(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
+def training_step_section(history: list[IterationMetrics]) -> list[str]:
+    """Per iteration: what the GRPO step forwarded, how fast, and how far the server's
+    logprobs were from the trainer's (the truncated importance weights correct for it)."""
+    lines = [
+        "",
+        "## Training steps",
+        "",
+        "Forwarded / episode tokens: training tokens forwarded (with padding and any "
+        "per-call fallback) per token of the trained episodes themselves (1.0 = each "
+        "episode once, nothing repeated). Mismatch: |served - trainer| logprob per agent "
+        "token before the step; truncated: share of tokens whose importance weight hit "
+        "the cap.",
+        "",
+        "| it | episodes | split into calls | forwarded / episode tokens | padding | "
+        "tokens/s | optimiser steps | mismatch mean | mismatch max | truncated | peak RSS |",
+        "|" + "---|" * 11,
+    ]
+    for r in history:
+        t = r.train.model_dump()
+        if not t.get("episode_tokens"):
+            continue
+        lines.append(
+            f"| {r.iteration + 1} | {t['episodes']:.0f} | "
+            f"{t.get('episodes_split_into_calls', 0)} | "
+            f"{t['forwarded_tokens'] / t['episode_tokens']:.2f} | {t['padding_share']:.1%} | "
+            f"{t['tokens_per_second']:.0f} | {t['optimizer_steps']:.0f} | "
+            f"{t.get('mismatch_mean', float('nan')):.4f} | "
+            f"{t.get('mismatch_max', float('nan')):.3f} | "
+            f"{t.get('tis_truncated_share', 0):.1%} | {t['peak_rss_mb'] / 1024:.1f} GB |"
+        )
+    return lines
+
+
 def hard_negative_section(history: list[IterationMetrics]) -> list[str]:
     """Per iteration: how close the negatives came to success, and the DPO rounds."""
     lines = [

@@ -89,12 +89,20 @@ class OptimConfig(_Settings):
         default=1,
         ge=1,
         description="Optimiser steps per epoch over the iteration's samples (PPO-style: "
-        "later mini-batches are corrected by the ratio to the served logprobs).",
+        "later mini-batches are corrected by the clipped ratio to the policy before the "
+        "step).",
     )
     precision: Precision = Field(
         default="auto",
         description="auto = bf16 autocast where the hardware has bf16 kernels (as the warm "
         "start and DPO), else fp32; the swap probe is computed in fp32 either way.",
+    )
+    tis_cap: float = Field(
+        default=2.0,
+        ge=1.0,
+        description="Truncated importance sampling: each agent token's loss is weighted by "
+        "min(pi_trainer / pi_served, tis_cap), correcting for the serving engine computing "
+        "slightly different probabilities than the trainer (bf16 server, other kernels).",
     )
 
 
