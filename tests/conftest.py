@@ -14,7 +14,7 @@ from seal_graph.bundled_model import ensure_bundled_model
 @pytest.fixture(scope="session")
 def server() -> Iterator[ModelServer]:
     """The real vLLM server with the bundled model (float32, LoRA enabled, tool parsing on)."""
-    with ModelServer.start(ServerSettings(port=0)) as running:
+    with ModelServer.start(ServerSettings(port=0, dtype="float32")) as running:
         yield running
 
 

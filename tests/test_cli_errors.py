@@ -104,7 +104,8 @@ def test_the_api_key_goes_by_environment_and_dev_routes_stay_on_loopback() -> No
     from seal_graph.serving import ServerSettings
     from seal_graph.serving.launch import server_command, server_environment
 
-    cmd = server_command(ServerSettings(), Path("/m"), Path("/t.jinja"), 8000)
+    cmd = server_command(ServerSettings(), Path("/m"), Path("/t.jinja"), 8000, "bfloat16")
+    assert "--enforce-eager" in cmd and cmd[cmd.index("--dtype") + 1] == "bfloat16"
     assert not any("api-key" in arg or "-dash-key" in arg for arg in cmd)  # not in `ps`
     env = server_environment(ServerSettings(), "cpu", "-dash-key")
     assert env["VLLM_API_KEY"] == "-dash-key" and env["VLLM_SERVER_DEV_MODE"] == "1"
@@ -125,3 +126,14 @@ def test_the_api_key_goes_by_environment_and_dev_routes_stay_on_loopback() -> No
 )
 def test_bad_training_and_eval_input(args: tuple[str, ...], needle: str) -> None:
     assert_clean_failure(run_cli(*args), needle)
+
+
+def test_the_fastest_server_dtype_follows_the_hardware(monkeypatch) -> None:
+    from seal_graph.serving import ServerSettings, launch
+
+    monkeypatch.setattr(launch, "has_bf16_kernels", lambda: True)
+    assert launch.serving_dtype(ServerSettings(), "cpu") == "bfloat16"
+    monkeypatch.setattr(launch, "has_bf16_kernels", lambda: False)
+    assert launch.serving_dtype(ServerSettings(), "cpu") == "float32"
+    assert launch.serving_dtype(ServerSettings(), "gpu") == "auto"
+    assert launch.serving_dtype(ServerSettings(dtype="float32"), "cpu") == "float32"

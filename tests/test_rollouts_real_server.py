@@ -60,7 +60,7 @@ async def test_batch_writes_complete_episodes_with_decodable_tokens(
 
 @pytest.fixture(scope="module")
 def second_server():
-    with ModelServer.start(ServerSettings(port=0)) as running:
+    with ModelServer.start(ServerSettings(port=0, dtype="float32")) as running:
         yield running
 
 

@@ -25,7 +25,7 @@ TASKS = [t.id for t in get_environment("kv-calc").tasks("train")[:4]]
 
 @pytest.fixture(scope="module")
 def supervised():
-    with ModelServer.start(ServerSettings(port=0)) as server:
+    with ModelServer.start(ServerSettings(port=0, dtype="float32")) as server:
         yield server.supervise(poll_s=0.5)
 
 

@@ -58,10 +58,12 @@ class FakeSync:
         self.current: Path | None = None
         self.swapped: list[str] = []
 
-    def served_logprobs(self, probe: Probe) -> list[float]:
-        return [-0.5] * len(probe.completion_token_ids)
+    tolerance = 0.02
 
-    def swap(self, weights: Path, version: str, probe: Probe, expected: list[float]) -> SwapReport:
+    def gap(self, probe: Probe, score) -> tuple[float, float]:
+        return 0.0, 0.0
+
+    def swap(self, weights: Path, version: str, probe: Probe, score) -> SwapReport:
         self.current = weights
         self.swapped.append(version)
         return SwapReport(ok=True, method="full", version=version, seconds=0.0)

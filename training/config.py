@@ -109,7 +109,13 @@ class TrainConfig(BaseModel):
     swap: Literal["lora", "full"] = Field(
         default="full", description="How new weights reach the server."
     )
-    swap_tolerance: float = Field(default=0.05, gt=0, description="Max probe logprob diff.")
+    swap_tolerance: float | None = Field(
+        default=None,
+        gt=0,
+        description="Max mean |served - trainer| logprob on the swap probe; None = per the "
+        "server's dtype (0.02 float32, 0.08 bfloat16 or unknown; measured gaps 0.0 and "
+        "0.016-0.035).",
+    )
     rollout: LoopRolloutSettings = Field(
         default_factory=LoopRolloutSettings, description="Each iteration's training batch."
     )

@@ -88,7 +88,7 @@ class HardNegativeDPO(Algorithm):
             set_peft_model_state_dict(self.failure.model, weights)
             self.failure.version = version
         endpoint = run.endpoint.model_copy(update={"model": FAILURE_NAME})
-        self.failure_sync = WeightSync(endpoint, "lora", tolerance=run.config.swap_tolerance)
+        self.failure_sync = WeightSync(endpoint, "lora", tolerance=run.sync.tolerance)
         served = self.swap_failure(run, None)
         if not served["ok"]:
             raise ServerError(f"could not serve the failure agent: {served['error']}")
@@ -113,8 +113,9 @@ class HardNegativeDPO(Algorithm):
         assert failure is not None and sync is not None
         probe = probe or default_probe(run)
         weights = failure.save_adapter(_failure_dir(run, failure.version))
-        expected = failure.completion_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
-        report = sync.swap(weights, f"failure-{failure.version}", probe, expected)
+        report = sync.swap(
+            weights, f"failure-{failure.version}", probe, failure.completion_logprobs
+        )
         if not report.ok:
             console.print(f"[bold red]failure-agent swap failed[/]: {report.error}")
         return {"ok": report.ok, "seconds": report.seconds, "error": report.error}

@@ -156,12 +156,10 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     probe = probe or default_probe(run)
     began = time.perf_counter()
     weights = run.weights_for(version)
-    expected = run.policy.completion_logprobs(probe.prompt_token_ids, probe.completion_token_ids)
-    before = run.sync.served_logprobs(probe) if run.sync.current else None
-    report = run.sync.swap(weights, f"step-{version}", probe, expected)
-    changed = (
-        None if before is None else max(abs(a - b) for a, b in zip(before, expected, strict=True))
-    )
+    score = run.policy.completion_logprobs
+    # what a stale swap would show: the weights served now, scored by the new policy
+    changed = run.sync.gap(probe, score)[0] if run.sync.current else None
+    report = run.sync.swap(weights, f"step-{version}", probe, score)
     if report.ok:
         _drop_superseded_merges(run)
     else:
@@ -174,6 +172,7 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
         "seconds": report.seconds,
         "write_seconds": time.perf_counter() - began - report.seconds,
         "max_logprob_diff": report.max_logprob_diff,
+        "mean_logprob_diff": report.mean_logprob_diff,
         "probe_change": changed,
         "rolled_back": report.rolled_back,
         "error": report.error,

@@ -85,7 +85,10 @@ class TrainMetrics(_Stage):
 class SwapMetrics(_Stage):
     ok: bool = True
     max_logprob_diff: float | None = None
+    mean_logprob_diff: float | None = None
     probe_change: float | None = None
+    """Mean gap between the weights served before the swap and the new policy: what a
+    stale swap would show (the probe detects it when this exceeds the tolerance)."""
     rolled_back: bool = False
     error: str | None = None
 

@@ -272,7 +272,8 @@ def write_report(
         "- A zero-signal group (all samples with the same reward) gives GRPO no "
         "gradient; its samples are skipped when the KL coefficient is 0.",
         "- Every swap is verified: the server's logprobs of a probe must match the "
-        f"trainer's within {config.swap_tolerance}.",
+        f"trainer's within {run.sync.tolerance} (mean per token); a stale swap is caught "
+        "when the probe change (old weights vs the new policy) exceeds that.",
         "",
         "## Config",
         "",

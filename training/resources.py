@@ -23,7 +23,7 @@ from seal_graph.serving import ModelEndpoint
 from seal_graph.store import TraceStore
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.policy import Policy
-from seal_graph.training.weight_sync import WeightSync
+from seal_graph.training.weight_sync import WeightSync, probe_tolerance
 
 if TYPE_CHECKING:
     from seal_graph.training.algorithms import Algorithm
@@ -112,13 +112,16 @@ def open_run(
     endpoint: ModelEndpoint,
     base_dir: Path,
     policy_version: int = 0,
+    server_dtype: str | None = None,
 ) -> LoopRun:
     """Build (or rebuild after a restart) the run's live objects, the policy at
-    `policy_version`."""
+    `policy_version`; the swap probe's tolerance follows `server_dtype` (None: unknown)
+    unless the config sets one."""
     from seal_graph.training.algorithms import algorithm_for
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    sync = WeightSync(endpoint, config.swap, tolerance=config.swap_tolerance)
+    tolerance = config.swap_tolerance or probe_tolerance(server_dtype)
+    sync = WeightSync(endpoint, config.swap, tolerance=tolerance)
     if config.swap == "full":
         sync.current = base_dir
     run = LoopRun(

@@ -52,7 +52,11 @@ def start_server(
     base_name = f"{DEFAULT_SERVED_NAME}-base" if config.swap == "lora" else DEFAULT_SERVED_NAME
     server = ModelServer.start(
         ServerSettings(
-            model=config.model, served_model_name=base_name, max_lora_rank=_rank(config.lora.r)
+            model=config.model,
+            served_model_name=base_name,
+            # full swaps reload weights in place: no LoRA, about twice as fast on CPU
+            enable_lora=config.swap == "lora" or config.algo == "coevolve-dpo",
+            max_lora_rank=_rank(config.lora.r),
         )
     )
     return server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), server
@@ -90,7 +94,13 @@ def run_training(
         run = None
         try:
             run = open_run(
-                run_dir, run_id, config, endpoint, resolve_model_dir(config.model), served
+                run_dir,
+                run_id,
+                config,
+                endpoint,
+                resolve_model_dir(config.model),
+                served,
+                server.dtype if server is not None else None,
             )
             result = loop.sync_server(run, served)
             if not result["ok"]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from seal_graph.errors import InstallError
+from seal_graph.paths import home
 from seal_graph.serving.settings import ServerSettings
 
 Platform = Literal["cpu", "gpu"]
@@ -59,8 +60,27 @@ def check_cpu_install() -> None:
         )
 
 
+def has_bf16_kernels() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), from /proc/cpuinfo:
+    no torch import in the client process."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
+
+
+def serving_dtype(settings: ServerSettings, platform: Platform) -> str:
+    """The dtype the server runs: `fastest` resolved for this hardware."""
+    if settings.dtype != "fastest":
+        return settings.dtype
+    if platform == "gpu":
+        return "auto"
+    return "bfloat16" if has_bf16_kernels() else "float32"
+
+
 def server_command(
-    settings: ServerSettings, model_dir: Path, chat_template: Path, port: int
+    settings: ServerSettings, model_dir: Path, chat_template: Path, port: int, dtype: str
 ) -> list[str]:
     """The argv that starts vLLM's OpenAI-compatible server for these settings."""
     cmd = [
@@ -76,7 +96,7 @@ def server_command(
         "--port",
         str(port),
         "--dtype",
-        settings.dtype,
+        dtype,
         "--chat-template",
         str(chat_template),
         "--enable-auto-tool-choice",
@@ -90,6 +110,8 @@ def server_command(
     ]
     if settings.max_model_len:
         cmd += ["--max-model-len", str(settings.max_model_len)]
+    if settings.enforce_eager:
+        cmd.append("--enforce-eager")
     if settings.enable_lora:
         cmd += [
             "--enable-lora",
@@ -125,4 +147,7 @@ def server_environment(
         env.pop("VLLM_SERVER_DEV_MODE", None)
     if platform == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.cpu_kv_cache_gib))
+    # compiled graphs are cached beside the converted models, so a compiling server
+    # starts faster the second time
+    env.setdefault("VLLM_CACHE_ROOT", str(home() / "vllm-cache"))
     return env

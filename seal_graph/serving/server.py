@@ -32,6 +32,7 @@ from seal_graph.serving.launch import (
     detect_platform,
     server_command,
     server_environment,
+    serving_dtype,
 )
 from seal_graph.serving.settings import ServerSettings
 
@@ -120,7 +121,9 @@ class ModelServer:
 
     def _spawn(self) -> None:
         """Start the server process (same port, key and model on every restart)."""
-        cmd = server_command(self.settings, self.model_dir, chat_template_path(), self.port)
+        cmd = server_command(
+            self.settings, self.model_dir, chat_template_path(), self.port, self.dtype
+        )
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # the server outlives this call; stop() ends it
                 cmd,
@@ -131,6 +134,11 @@ class ModelServer:
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the server computes in (`ServerSettings.dtype` resolved)."""
+        return serving_dtype(self.settings, self.platform)
 
     def restart(self) -> None:
         """Start the server again after it died (or stop and start it); same endpoint.
