@@ -1,19 +1,23 @@
-"""Does the loop learn on CPU? Every method under one budget, several seeds, kv-calc.
+"""Does the loop make the agent better? Every method from one warm start, several seeds.
 
-    .venv/bin/python benchmarks/learning.py --quick            # 3 methods, 1 seed
-    .venv/bin/python benchmarks/learning.py --seeds 0 1 2      # all 7 methods
+    .venv/bin/python benchmarks/learning.py                         # 5 methods x 3 seeds
+    .venv/bin/python benchmarks/learning.py --resume --commit       # continue, commit each run
+    .venv/bin/python benchmarks/learning.py --report-only           # rebuild the report
 
-One supervised warm start (the bundled model on kv-calc's expert trajectories) is merged
-into a checkpoint that every method then starts from, so all methods get the same
-starting point and the same budget: `--iterations` loop iterations of `--tasks` x
-`--group` training episodes and one optimiser step (GRPO, or a DPO round sized to one
-step). Each run ends with greedy evaluations on kv-calc's `test` split and its
-out-of-distribution `ood` split (four-turn chains of both operations). Writes
-`docs/results/learning.md` with the table (mean ± std over seeds), learning curves and
-label prevalence (PNG), the command, the config and the machine. Every finished piece
-(the two reference evaluations, each run) is kept as JSON under `--out` and the report
-is rewritten after each run, so an interrupted benchmark resumes where it stopped and
-what finished is never lost.
+One supervised warm start of the bundled model on kv-calc's expert trajectories (the
+`cpu` preset's warm start) is merged into a checkpoint that every run starts from, so
+all methods get the same starting point and the same budget: `--iterations` loop
+iterations of `--tasks` x `--group` training episodes, each followed by the algorithm's
+optimiser steps (GRPO: `--mini-batches` steps over the iteration's episodes; DPO: one
+round). Each run ends with greedy and sampled evaluations on all of kv-calc's `test`
+tasks and a greedy one on its `ood` tasks (four-turn chains using both operations; no
+training task does), on the base interface.
+
+Every finished piece is a JSON file under `docs/results/learning/` (the warm start's
+evaluation, then one file per method and seed), written as soon as it finishes and, with
+`--commit`, committed at once; `docs/results/learning.md` and `learning.json` are rebuilt
+from those files after each run. `--resume` skips finished runs and continues an
+interrupted one from its loop checkpoint, so the benchmark can run in parts.
 """
 
 from __future__ import annotations
@@ -24,198 +28,237 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from seal_graph import ModelServer, ServerSettings
-from seal_graph.bundled_model import ensure_bundled_model
-from seal_graph.evaluation import evaluate
+from seal_graph.evaluation import outcomes, select_tasks
 from seal_graph.labels import SUCCESS_LABELS
 from seal_graph.registry import get_environment
+from seal_graph.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
+from seal_graph.stats import seeds_and_tasks_ci
+from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs/results/learning"
 METHODS: dict[str, dict[str, Any]] = {
     "vanilla-grpo": {"algo": "vanilla-grpo"},
-    "seal": {"algo": "seal"},
+    "seal": {"algo": "seal", "weighting": {"mode": "trajectory"}},
+    "seal-turn": {"algo": "seal", "weighting": {"mode": "turn"}},
+    "coevolve-dpo": {"algo": "coevolve-dpo"},
+    # hard negatives + the failure agent, with SEAL's diagnosis-driven interface
+    # evolution (DPO has no advantages, so diagnosis weights have nothing to scale)
+    "seal-coevolve-dpo": {"algo": "coevolve-dpo", "ablation": {"adaptation": True}},
+}
+EXTRA_METHODS: dict[str, dict[str, Any]] = {
+    "eto": {"algo": "eto"},
     "seal-no-adaptation": {"algo": "seal", "ablation": {"adaptation": False}},
     "seal-no-reweighting": {"algo": "seal", "ablation": {"reweighting": False}},
-    "seal-no-closed-loop": {"algo": "seal", "ablation": {"closed_loop": False}},
-    "eto": {"algo": "eto"},
-    "coevolve-dpo": {"algo": "coevolve-dpo"},
 }
-QUICK = ["vanilla-grpo", "seal", "eto"]
-ABLATIONS = ["seal-no-adaptation", "seal-no-reweighting", "seal-no-closed-loop"]
-SPLITS = ("test", "ood")
+BASELINE = "vanilla-grpo"
 
 
-def cached(path: Path, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """The JSON result at `path`, computed (and written) only if it is not there yet."""
-    if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
-    result = compute()
-    path.write_text(json.dumps(result), encoding="utf-8")
-    return result
-
-
-def evaluate_model(model_dir: Path | None, limit: int, out: Path) -> dict[str, float]:
-    """Greedy success on each split for a checkpoint (its own server), with the `cpu`
-    preset's evaluation settings, as the loop evaluates every run."""
+def cpu_config(**overrides: Any) -> Any:
     from seal_graph.training.config import load_config
 
-    config = load_config(None, "cpu")
-    scores = {}
-    with ModelServer.start(ServerSettings(model=str(model_dir) if model_dir else None)) as server:
-        for split in SPLITS:
-            summary = asyncio.run(
-                evaluate(
-                    "kv-calc",
-                    server.endpoint,
-                    split=split,
-                    out_dir=out / split,
-                    limit=limit,
-                    settings=config.rollout.greedy(config.eval.max_tokens),
-                )
-            )
-            scores[split] = summary.overall / 100
-    return scores
+    return load_config(None, "cpu", **overrides)
 
 
-def warm_start_checkpoint(steps: int, out: Path) -> Path:
-    """The shared starting point: SFT on expert trajectories, merged into a checkpoint."""
-    from seal_graph.training.config import load_config
+def evaluate_checkpoint(model_dir: Path, samples: int, work: Path) -> dict[str, Any]:
+    """The warm start's evaluation, as a run's final one: greedy and sampled on all
+    `test` tasks, greedy on all `ood` tasks, the base interface, the preset's limits."""
+    config = cpu_config()
+    greedy = config.rollout.greedy(config.eval.max_tokens)
+    sampled = greedy.model_copy(
+        update={"temperature": config.rollout.temperature, "group_size": samples}
+    )
+    store = TraceStore(work / "traces.sqlite")
+    env = get_environment("kv-calc")
+    result: dict[str, Any] = {}
+    with ModelServer.start(ServerSettings(model=str(model_dir), enable_lora=False)) as server:
+        for name, split, settings in (
+            ("test", "test", greedy),
+            ("test-sampled", "test", sampled),
+            ("ood", "ood", greedy),
+        ):
+            tasks = [t.id for t in select_tasks(env, split, None, None)]
+            asyncio.run(rollouts(server, tasks, store, name, settings))
+            result[name] = outcomes(store.episodes(name))
+    store.close()
+    test, ood = result["test"], result["ood"]
+    return {
+        "test": {
+            **test,
+            "sampled_success": result["test-sampled"]["success"],
+            "sampled_ci": result["test-sampled"]["ci"],
+            "sampled_per_task": result["test-sampled"]["per_task"],
+        },
+        "ood": ood,
+    }
+
+
+async def rollouts(
+    server: ModelServer, tasks: list[str], store: TraceStore, run_id: str, settings: RolloutSettings
+) -> None:
+    await run_rollouts(
+        "kv-calc", server.endpoint, tasks, store=store, run_id=run_id, settings=settings,
+        mode="eval", keep_episodes=False,
+    )  # fmt: skip
+
+
+def warm_start(args: argparse.Namespace) -> dict[str, Any]:
+    """The shared starting point (SFT on expert episodes, merged) and its evaluation."""
+    from seal_graph.bundled_model import ensure_bundled_model
     from seal_graph.training.policy import Policy
-    from seal_graph.training.sft import expert_dataset, warm_start
+    from seal_graph.training.sft import expert_dataset
+    from seal_graph.training.sft import warm_start as sft
 
-    target = out / "warm-start-model"
-    if (target / "config.json").exists():
-        return target
-    config = load_config(None, "cpu", warm_start={"steps": steps})
-    policy = Policy(ensure_bundled_model(), config.lora)
-    dataset = expert_dataset(get_environment("kv-calc"), config.warm_start)
-    warm_start(policy.model, policy.tokenizer, dataset, config.warm_start, out / "sft")
-    return policy.save_merged(target)
+    config = cpu_config()
+    target = args.out / "warm-start-model"
+    began = time.perf_counter()
+    metrics: dict[str, Any] = {}
+    if not (target / "config.json").exists():
+        policy = Policy(ensure_bundled_model(), config.lora)
+        dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
+        metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, args.out / "sft")
+        policy.save_merged(target)
+    evaluation = evaluate_checkpoint(target, args.eval_samples, args.out / "eval-warm-start")
+    return {
+        "method": "warm-start",
+        **evaluation,
+        "sft": metrics,
+        "settings": config.warm_start.model_dump(),
+        "minutes": (time.perf_counter() - began) / 60,
+    }
 
 
-def train_run(method: str, seed: int, args: argparse.Namespace, model: Path) -> dict[str, Any]:
-    from seal_graph.training.config import load_config
-    from seal_graph.training.metrics import history_of
-    from seal_graph.training.run import run_training
-
-    out = args.out / f"{method}-s{seed}"
-    config = load_config(
-        None,
-        "cpu",
-        model=str(model),
+def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
+    spec = {**METHODS, **EXTRA_METHODS}[method]
+    return cpu_config(
+        model=str(args.out / "warm-start-model"),
         seed=seed,
         iterations=args.iterations,
         warm_start={"steps": 0},
         rollout={"tasks_per_iteration": args.tasks, "group_size": args.group},
-        optim={"max_samples": args.max_samples},
-        # One optimiser step per DPO round, as GRPO takes one per iteration.
-        dpo={"epochs": 1, "batch_pairs": args.tasks, "max_pairs": args.tasks},
+        optim={"max_samples": None, "mini_batches": args.mini_batches},
+        dpo={"epochs": 1, "batch_pairs": args.pairs, "max_pairs": args.pairs},
         eval={
-            "limit": args.eval_limit,
+            "limit": None,
             "every": args.iterations,
             "baseline": False,
+            "samples": args.eval_samples,
             "final_splits": ["ood"],
         },
-        **METHODS[method],
+        **spec,
     )
+
+
+def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One method, one seed: the loop from the warm start, then its final evaluation."""
+    from seal_graph.training.metrics import history_of
+    from seal_graph.training.run import run_training
+
+    out = args.out / f"{method}-s{seed}"
     began = time.perf_counter()
-    result = run_training(config, out=out, resume=(out / "config.json").exists())
+    result = run_training(run_config(method, seed, args), out=out, resume=out.exists())
     history = history_of(result["history"])
     final = history[-1].evaluate
+    assert final is not None, "the last iteration always evaluates"
+    trains = [r.train.model_dump() for r in history]
+    forwarded = sum(t.get("forwarded_tokens", 0.0) for t in trains)
+    episodes = sum(t.get("episodes", 0.0) for t in trains)
+    own = sum(t.get("episode_tokens", 0.0) for t in trains)
+    test = final.model_dump(exclude={"splits", "seconds"})
     return {
         "method": method,
         "seed": seed,
-        "test": final.success if final else None,
-        "ood": final.splits["ood"].success if final and "ood" in final.splits else None,
-        "train_success": [r.rollout.train_success for r in history],
-        "labels": [r.diagnose.label_prevalence for r in history],
-        "seconds": time.perf_counter() - began,
+        "test": test,
+        "ood": final.splits["ood"].model_dump(exclude={"seconds"}),
+        "curve": [
+            {
+                "iteration": r.iteration + 1,
+                "train_success": r.rollout.train_success,
+                "zero_signal_groups": r.train.zero_signal_groups,
+                "groups": r.train.groups,
+                "labels": r.diagnose.label_prevalence,
+                "interface_version": r.interface_version,
+                "mismatch_mean": r.train.model_dump().get("mismatch_mean"),
+            }
+            for r in history
+        ],
+        "optimizer_steps": sum(t.get("optimizer_steps", 0.0) for t in trains),
+        "trained_episodes": episodes,
+        "tokens_per_trained_episode": forwarded / episodes if episodes else None,
+        "forwarded_per_episode_token": forwarded / own if own else None,
+        "minutes": (time.perf_counter() - began) / 60,
     }
 
 
 def schedule(methods: list[str], seeds: list[int]) -> list[tuple[str, int]]:
-    """Main methods seed by seed, then the SEAL ablations: an interrupted benchmark has
-    the main comparison at as many seeds as possible."""
-    main = [m for m in methods if m not in ABLATIONS]
-    ablations = [m for m in methods if m in ABLATIONS]
-    return [(m, s) for group in (main, ablations) for s in seeds for m in group]
+    """Seed by seed, every method: an interrupted benchmark has the whole comparison at
+    as many seeds as possible."""
+    return [(m, s) for s in seeds for m in methods]
 
 
-def _mean_std(values: list[float]) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "—"
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * statistics.fmean(values):.1f} ± {100 * spread:.1f}"
+def points(value: float) -> float:
+    return round(100 * value, 1)
 
 
-def plots(runs: list[dict[str, Any]], base: dict, warm: dict, out: Path) -> None:
-    """Training success per iteration and final success per method; SEAL's turn labels."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    methods = list(dict.fromkeys(r["method"] for r in runs))
-    fig, (curves_ax, final_ax) = plt.subplots(1, 2, figsize=(11, 4))
-    for method in methods:
-        curves = [r["train_success"] for r in runs if r["method"] == method]
-        mean = [statistics.fmean(c[i] for c in curves) for i in range(len(curves[0]))]
-        curves_ax.plot(range(1, len(mean) + 1), mean, "o-", label=method)
-    curves_ax.set_xticks(range(1, max(len(r["train_success"]) for r in runs) + 1))
-    curves_ax.set(xlabel="iteration", ylabel="training success (mean over seeds)")
-    curves_ax.set_title("Training rollouts", fontsize=10)
-    curves_ax.legend(fontsize=7)
-    names = ["base model", "warm start", *methods]
-    width = 0.4
-    for offset, split in ((-width / 2, "test"), (width / 2, "ood")):
-        means, spreads = [base[split], warm[split]], [0.0, 0.0]
-        for method in methods:
-            values = [r[split] for r in runs if r["method"] == method]
-            means.append(statistics.fmean(values))
-            spreads.append(statistics.stdev(values) if len(values) > 1 else 0.0)
-        positions = [i + offset for i in range(len(names))]
-        final_ax.bar(positions, means, width, yerr=spreads, capsize=2, label=split)
-    final_ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=7)
-    final_ax.set(ylabel="greedy success (mean ± std)")
-    final_ax.set_title("Final evaluation", fontsize=10)
-    final_ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "learning_curves.png", dpi=110)
-    plt.close(fig)
-
-    seal = [r["labels"] for r in runs if r["method"] == "seal"]
-    labels = sorted({name for run in seal for it in run for name in it} - SUCCESS_LABELS)
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    iterations = max((len(run) for run in seal), default=0)
-    width = 0.8 / max(iterations, 1)
-    for i in range(iterations):
-        values = [statistics.fmean(run[i].get(n, 0.0) for run in seal) for n in labels]
-        positions = [j + (i - (iterations - 1) / 2) * width for j in range(len(labels))]
-        ax.bar(positions, values, width, label=f"iteration {i + 1}")
-    ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=7)
-    ax.set(ylabel="share of all labelled turns", title="SEAL: failure labels per iteration")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "learning_labels.png", dpi=110)
-    plt.close(fig)
+def interval(mean: float, ci: tuple[float, float]) -> dict[str, Any]:
+    return {"mean": points(mean), "ci": [points(ci[0]), points(ci[1])]}
 
 
-def steps_taken(run_dir: Path) -> int:
-    """Iterations of a run that stepped: a GRPO batch whose groups all succeeded or all
-    failed has no signal and takes no step (likely with few tasks per iteration)."""
-    from seal_graph.training.metrics import history_of
+def differences(runs: list[dict], others: list[dict] | dict, key: str) -> list[dict]:
+    """Per-task differences of each run to its paired other run (same seed) or to one
+    fixed reference (the warm start)."""
+    out = []
+    for run in runs:
+        other = (
+            others
+            if isinstance(others, dict)
+            else next((o for o in others if o["seed"] == run["seed"]), None)
+        )
+        if other is None:
+            continue
+        mine, theirs = run_values(run, key), run_values(other, key)
+        out.append({t: mine[t] - theirs[t] for t in mine.keys() & theirs.keys()})
+    return out
 
-    metrics = run_dir / "metrics.jsonl"
-    rows = metrics.read_text(encoding="utf-8").splitlines() if metrics.exists() else []
-    return sum(r.train.stepped for r in history_of([json.loads(row) for row in rows]))
+
+def run_values(run: dict, key: str) -> dict[str, float]:
+    split, field = {"test": ("test", "per_task"), "test_sampled": ("test", "sampled_per_task"),
+                    "ood": ("ood", "per_task")}[key]  # fmt: skip
+    return run[split][field]
+
+
+def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
+    """learning.json: per method, mean and 95% interval (seeds and tasks resampled) of
+    each score and of the paired differences to the warm start and to vanilla GRPO."""
+    methods: dict[str, Any] = {}
+    baseline = [r for r in runs if r["method"] == BASELINE]
+    for method in dict.fromkeys(r["method"] for r in runs):
+        mine = [r for r in runs if r["method"] == method]
+        entry: dict[str, Any] = {"seeds": len(mine)}
+        for key in ("test", "test_sampled", "ood"):
+            entry[key] = interval(*seeds_and_tasks_ci([run_values(r, key) for r in mine]))
+        entry["delta_warm_start"] = interval(*seeds_and_tasks_ci(differences(mine, warm, "test")))
+        paired = differences(mine, baseline, "test")
+        if method != BASELINE and paired:
+            entry["delta_vanilla"] = interval(*seeds_and_tasks_ci(paired))
+        entry["minutes_per_run"] = round(statistics.fmean(r["minutes"] for r in mine), 1)
+        tokens = [r["tokens_per_trained_episode"] for r in mine if r["tokens_per_trained_episode"]]
+        entry["tokens_per_trained_episode"] = round(statistics.fmean(tokens)) if tokens else None
+        entry["optimizer_steps_per_run"] = statistics.fmean(r["optimizer_steps"] for r in mine)
+        methods[method] = entry
+    warm_entry = {
+        key: interval(*seeds_and_tasks_ci([run_values(warm, key)]))
+        for key in ("test", "test_sampled", "ood")
+    }
+    return {"warm_start": warm_entry, "methods": methods}
 
 
 def machine() -> str:
@@ -230,137 +273,183 @@ def machine() -> str:
     )
 
 
-def write_report(args: argparse.Namespace, base: dict, warm: dict, runs: list[dict]) -> Path:
-    docs = ROOT / "docs/results"
-    docs.mkdir(parents=True, exist_ok=True)
-    plots(runs, base, warm, docs)
-    seeds = sorted({r["seed"] for r in runs})
-    planned = len(args.methods) * len(args.seeds)
+def _cell(entry: dict | None) -> str:
+    if not entry:
+        return "—"
+    return f"{entry['mean']:+.1f} [{entry['ci'][0]:+.1f}, {entry['ci'][1]:+.1f}]"
+
+
+def _score(entry: dict) -> str:
+    return f"{entry['mean']:.1f} [{entry['ci'][0]:.1f}, {entry['ci'][1]:.1f}]"
+
+
+def plot_curves(runs: list[dict], path: Path) -> None:
+    """Training success per iteration (mean over seeds) and SEAL's failure labels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (curves, labels_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    for method in dict.fromkeys(r["method"] for r in runs):
+        mine = [r["curve"] for r in runs if r["method"] == method]
+        steps = min(len(c) for c in mine)
+        mean = [statistics.fmean(c[i]["train_success"] for c in mine) for i in range(steps)]
+        curves.plot(range(1, steps + 1), mean, "o-", label=method)
+    curves.set(xlabel="iteration", ylabel="training success (mean over seeds)")
+    curves.legend(fontsize=7)
+    seal = [r["curve"] for r in runs if r["method"] == "seal"]
+    names = sorted({n for c in seal for it in c for n in it["labels"]} - SUCCESS_LABELS)
+    iterations = min((len(c) for c in seal), default=0)
+    width = 0.8 / max(iterations, 1)
+    for i in range(iterations):
+        values = [statistics.fmean(c[i]["labels"].get(n, 0.0) for c in seal) for n in names]
+        labels_ax.bar([j + (i - (iterations - 1) / 2) * width for j in range(len(names))],
+                      values, width, label=f"iteration {i + 1}")  # fmt: skip
+    labels_ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=7)
+    labels_ax.set(ylabel="share of labelled turns", title="SEAL: failure labels")
+    labels_ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list[Path]:
+    """learning.json and learning.md from the result files; returns what was written."""
+    docs = RESULTS.parent
+    table = summary(runs, warm)
+    (docs / "learning.json").write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
+    plot_curves(runs, docs / "learning_curves.png")
+    config = run_config(runs[0]["method"], runs[0]["seed"], args)
+    w = table["warm_start"]
     lines = [
         "# Learning on CPU: kv-calc, the bundled SmolLM2-135M",
         "",
-        f"Command: `.venv/bin/python benchmarks/learning.py {args.command}`, written "
-        f"{time.strftime('%Y-%m-%d %H:%M')} on {machine()}.",
-        f"Runs finished: {len(runs)} of {planned} planned, "
-        f"{sum(r['seconds'] for r in runs) / 60:.0f} minutes of training runs in all.",
+        f"Rebuilt from `docs/results/learning/*.json` by `benchmarks/learning.py` on "
+        f"{time.strftime('%Y-%m-%d %H:%M')}; {machine()}. {len(runs)} of "
+        f"{len(args.methods) * len(args.seeds)} planned runs finished.",
         "",
-        f"Budget per method and seed: {args.iterations} iterations, each {args.tasks} tasks x "
-        f"{args.group} samples and one optimiser step (a GRPO step over at most "
-        f"{args.max_samples} model calls, "
-        f"or a DPO round of at most {args.tasks} pairs in one step), all from one shared warm "
-        f"start ({args.warm_start_steps} SFT steps on expert trajectories, merged). coevolve-dpo "
-        f"also rolls out its failure agent ({args.tasks} tasks x 4 samples per iteration) and "
-        "trains it by one DPO step. Evaluation: greedy, the base interface (never the evolved "
-        f"one), the first {args.eval_limit} tasks of `test` and of `ood` (four-turn chains "
-        "that use both `add` and `multiply`; no training task does). Seeds: "
-        f"{seeds}. Success in % (mean ± std over seeds); Δ = test minus the warm start; one "
-        f"task is {100 / args.eval_limit:.1f} points.",
+        f"Budget per run: {args.iterations} iterations of {args.tasks} tasks x {args.group} "
+        f"episodes from one shared warm start; GRPO takes {args.mini_batches} optimiser "
+        f"steps per iteration over all of its episodes (whole-episode sequences), DPO one "
+        f"round of at most {args.pairs} pairs. Evaluation on the base interface: greedy "
+        f"and sampled ({args.eval_samples} episodes per task at temperature "
+        f"{config.rollout.temperature}) on all {len(warm['test']['per_task'])} `test` "
+        f"tasks, greedy on all {len(warm['ood']['per_task'])} `ood` tasks. Points (0-100): "
+        "mean [95% interval]; intervals resample seeds and tasks; differences are paired "
+        "by task (and by seed for vanilla GRPO).",
         "",
-        "| method | seeds | test | Δ test | ood | optimiser steps taken | minutes per run |",
-        "|---|---|---|---|---|---|---|",
-        f"| base model | — | {100 * base['test']:.1f} | — | {100 * base['ood']:.1f} | — | — |",
-        f"| warm start | — | {100 * warm['test']:.1f} | 0 | {100 * warm['ood']:.1f} | — | — |",
+        "| method | seeds | test (greedy) | test (sampled) | ood | vs warm start | "
+        "vs vanilla GRPO | minutes per run | training tokens per trained episode |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| warm start | — | {_score(w['test'])} | {_score(w['test_sampled'])} | "
+        f"{_score(w['ood'])} | — | — | {warm['minutes']:.1f} | — |",
     ]
-    for method in dict.fromkeys(r["method"] for r in runs):
-        mine = [r for r in runs if r["method"] == method]
-        minutes = statistics.fmean(r["seconds"] for r in mine) / 60
-        delta = 100 * (statistics.fmean(r["test"] for r in mine) - warm["test"])
-        steps = sum(steps_taken(args.out / f"{r['method']}-s{r['seed']}") for r in mine)
+    for method, m in table["methods"].items():
         lines.append(
-            f"| {method} | {len(mine)} | {_mean_std([r['test'] for r in mine])} | "
-            f"{delta:+.1f} | {_mean_std([r['ood'] for r in mine])} | "
-            f"{steps} of {args.iterations * len(mine)} | {minutes:.1f} |"
+            f"| {method} | {m['seeds']} | {_score(m['test'])} | {_score(m['test_sampled'])} | "
+            f"{_score(m['ood'])} | {_cell(m['delta_warm_start'])} | "
+            f"{_cell(m.get('delta_vanilla'))} | {m['minutes_per_run']} | "
+            f"{m['tokens_per_trained_episode']} |"
         )
     lines += [
         "",
-        "![learning curves and final success](learning_curves.png)",
+        "![training success per iteration; SEAL's failure labels](learning_curves.png)",
         "",
-        "![failure labels](learning_labels.png)",
+        "Per run: training success and zero-signal groups per iteration.",
         "",
-        "Per run (method, seed, test, ood, training success per iteration):",
+        "| run | " + " | ".join(f"it {i + 1}" for i in range(args.iterations)) + " |",
+        "|---|" + "---|" * args.iterations,
+    ]
+    for r in runs:
+        cells = [
+            f"{100 * c['train_success']:.0f}% ({c['zero_signal_groups']}/{c['groups']})"
+            for c in r["curve"]
+        ]
+        lines.append(f"| {r['method']} s{r['seed']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"Command: `.venv/bin/python benchmarks/learning.py {args.command}`.",
+        "",
+        "Config of the first run:",
         "",
         "```json",
-        *(
-            json.dumps({k: r[k] for k in ("method", "seed", "test", "ood", "train_success")})
-            for r in runs
-        ),
+        config.model_dump_json(indent=2),
         "```",
     ]
-    config = args.out / f"{runs[0]['method']}-s{runs[0]['seed']}" / "config.json"
-    if config.exists():
-        lines += ["", f"Config of the `{runs[0]['method']}` run, seed {runs[0]['seed']}:", ""]
-        lines += ["```json", config.read_text(encoding="utf-8").strip(), "```"]
-    path = docs / "learning.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    (docs / "learning.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return [docs / "learning.json", docs / "learning.md", docs / "learning_curves.png"]
 
 
-def report_only(args: argparse.Namespace) -> None:
-    """The report from what a (possibly interrupted) benchmark left under --out."""
-    pieces = [args.out / "base.json", args.out / "warm-start.json"]
-    missing = [str(p) for p in pieces if not p.exists()]
-    if missing:
-        sys.exit(
-            f"no finished reference evaluations ({', '.join(missing)}): run without "
-            "--report-only first"
+def commit(paths: list[Path], message: str) -> None:
+    """Commit exactly these paths (other staged or unstaged work is left alone)."""
+    relative = [str(p.relative_to(ROOT)) for p in paths]
+    for attempt in range(5):  # another git command may hold the index lock for a moment
+        subprocess.run(["git", "add", "--", *relative], cwd=ROOT, check=False)
+        done = subprocess.run(
+            ["git", "commit", "-q", "-m", message, "--", *relative], cwd=ROOT, check=False
         )
-    base, warm = (json.loads(p.read_text(encoding="utf-8")) for p in pieces)
-    files = [args.out / f"{m}-s{s}.json" for m, s in schedule(args.methods, args.seeds)]
-    runs = [json.loads(f.read_text(encoding="utf-8")) for f in files if f.exists()]
-    if not runs:
-        sys.exit(f"no finished runs under {args.out}: run without --report-only first")
-    print(f"wrote {write_report(args, base, warm, runs)}")
+        if done.returncode == 0:
+            return
+        time.sleep(2 + 3 * attempt)
+    print(f"could not commit {relative}: commit them by hand", file=sys.stderr)
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def finished_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    files = [RESULTS / f"{m}-s{s}.json" for m, s in schedule(args.methods, args.seeds)]
+    return [load(f) for f in files if f.exists()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"Only {QUICK}, one seed.")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    everything = [*METHODS, *EXTRA_METHODS]
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=everything)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--iterations", type=int, default=2)
-    parser.add_argument("--tasks", type=int, default=2)
-    parser.add_argument("--group", type=int, default=4)
-    parser.add_argument(
-        "--max-samples", type=int, default=8, help="Model calls per GRPO step (~10 s each here)."
-    )
-    parser.add_argument("--eval-limit", type=int, default=8)
-    parser.add_argument("--warm-start-steps", type=int, default=24)
+    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=8, help="Training tasks per iteration.")
+    parser.add_argument("--group", type=int, default=4, help="Episodes per task (GRPO group).")
+    parser.add_argument("--mini-batches", type=int, default=2, help="GRPO steps per iteration.")
+    parser.add_argument("--pairs", type=int, default=8, help="DPO pairs per round.")
+    parser.add_argument("--eval-samples", type=int, default=2, help="Sampled episodes per task.")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
-    parser.add_argument(
-        "--report-only",
-        action="store_true",
-        help="Rewrite the report from the finished runs under --out; start nothing.",
-    )
+    parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
+    parser.add_argument("--commit", action="store_true", help="git-commit each result file.")
+    parser.add_argument("--report-only", action="store_true", help="Rebuild the report only.")
     args = parser.parse_args()
-    args.command = " ".join(a for a in sys.argv[1:] if a != "--report-only")
-    if args.quick:
-        args.methods, args.seeds = QUICK, args.seeds[:1]
-    if args.iterations < 3 and "seal-no-closed-loop" in args.methods:
-        # Without the closed loop the interface is frozen after the first diagnosis; in
-        # two iterations SEAL evolves it only once too, so the runs would be identical.
-        print("seal-no-closed-loop skipped: it differs from seal only from 3 iterations on")
-        args.methods.remove("seal-no-closed-loop")
+    args.command = " ".join(a for a in sys.argv[1:] if a not in ("--report-only", "--resume"))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    warm_file = RESULTS / "warm-start.json"
     if args.report_only:
-        report_only(args)
+        if not warm_file.exists() or not finished_runs(args):
+            sys.exit(f"nothing finished under {RESULTS}: run the benchmark first")
+        print("wrote", *write_report(args, load(warm_file), finished_runs(args)))
         return
-    args.out.mkdir(parents=True, exist_ok=True)
-    base_eval = partial(evaluate_model, None, args.eval_limit, args.out / "eval-base")
-    base = cached(args.out / "base.json", base_eval)
-    print(json.dumps({"base": base}), flush=True)
-    model = warm_start_checkpoint(args.warm_start_steps, args.out)
-    warm = cached(
-        args.out / "warm-start.json",
-        partial(evaluate_model, model, args.eval_limit, args.out / "eval-warm-start"),
-    )
-    print(json.dumps({"warm_start": warm}), flush=True)
-    runs = []
-    for method, seed in schedule(args.methods, args.seeds):
-        run = cached(
-            args.out / f"{method}-s{seed}.json", partial(train_run, method, seed, args, model)
+    if not args.resume and any(RESULTS.glob("*.json")):
+        sys.exit(
+            f"{RESULTS} already holds results: add --resume to continue that benchmark, or "
+            "move them away to start over"
         )
-        print(json.dumps({k: v for k, v in run.items() if k != "labels"}), flush=True)
-        runs.append(run)
-        print(f"wrote {write_report(args, base, warm, runs)}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not warm_file.exists():
+        warm_file.write_text(json.dumps(warm_start(args), indent=2), encoding="utf-8")
+        if args.commit:
+            commit([warm_file], "benchmarks/learning: the warm start's evaluation")
+    warm = load(warm_file)
+    print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
+    for method, seed in schedule(args.methods, args.seeds):
+        path = RESULTS / f"{method}-s{seed}.json"
+        if path.exists():
+            continue
+        run = train_run(method, seed, args)
+        path.write_text(json.dumps(run, indent=2), encoding="utf-8")
+        written = write_report(args, warm, finished_runs(args))
+        print(json.dumps({k: run[k] for k in ("method", "seed", "minutes")}), flush=True)
+        if args.commit:
+            commit([path, *written], f"benchmarks/learning: {method} seed {seed}")
 
 
 if __name__ == "__main__":

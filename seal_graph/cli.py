@@ -117,11 +117,13 @@ def serve(
                     "LoRA swaps still work."
                 )
             signal.signal(signal.SIGTERM, _interrupt)
+            server.supervise()  # a dying vLLM is restarted (message on stderr)
             with contextlib.suppress(KeyboardInterrupt):
-                server.process.wait()
-            if not server.running and server.process.returncode not in (0, None, -15):
+                while server.supervision_failed is None:
+                    time.sleep(1)
+            if server.supervision_failed is not None:
                 raise SealGraphError(
-                    f"the server exited with code {server.process.returncode}; "
+                    f"the server died and could not be restarted ({server.supervision_failed}); "
                     f"see {server.log_path}"
                 )
 

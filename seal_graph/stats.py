@@ -43,3 +43,28 @@ def paired_difference_ci(
         raise ValueError("the two runs share no task: nothing to compare task by task")
     differences = [after[t] - before[t] for t in common]
     return statistics.fmean(differences), bootstrap_ci(differences, level, seed)
+
+
+def seeds_and_tasks_ci(
+    runs: Sequence[dict[str, float]], level: float = 0.95, seed: int = 0, resamples: int = RESAMPLES
+) -> tuple[float, tuple[float, float]]:
+    """Mean of per-task values over several runs (one dict task -> value per seed) and a
+    two-level bootstrap interval: seeds resampled, then tasks (the same task draw for
+    every seed), so the interval carries both seed and task-sampling noise. With
+    per-task differences as the values it is a paired comparison."""
+    if not runs:
+        raise ValueError("no runs: an interval needs at least one seed")
+    tasks = sorted(set.intersection(*(set(r) for r in runs)))
+    if not tasks:
+        raise ValueError("the runs share no task")
+    table = [[r[t] for t in tasks] for r in runs]
+    mean = statistics.fmean(v for row in table for v in row)
+    rng = random.Random(seed)
+    means = []
+    for _ in range(resamples):
+        rows = rng.choices(table, k=len(table))
+        columns = rng.choices(range(len(tasks)), k=len(tasks))
+        means.append(statistics.fmean(row[c] for row in rows for c in columns))
+    means.sort()
+    tail = (1 - level) / 2
+    return mean, (means[round(tail * (resamples - 1))], means[round((1 - tail) * (resamples - 1))])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seal_graph.stats import bootstrap_ci, paired_difference_ci
+from seal_graph.stats import bootstrap_ci, paired_difference_ci, seeds_and_tasks_ci
 
 
 def test_interval_of_a_constant_is_that_constant() -> None:
@@ -41,3 +41,17 @@ def test_bad_input_is_refused() -> None:
         bootstrap_ci([])
     with pytest.raises(ValueError, match="share no task"):
         paired_difference_ci({"a": 1.0}, {"b": 0.0})
+
+
+def test_seed_and_task_interval_widens_with_seed_disagreement() -> None:
+    tasks = [f"t{i}" for i in range(40)]
+    agree = [{t: float(i % 2) for i, t in enumerate(tasks)} for _ in range(3)]
+    mean, (low, high) = seeds_and_tasks_ci(agree)
+    assert mean == 0.5 and low < 0.5 < high  # task sampling alone leaves an interval
+    spread = [{t: v for t in tasks} for v in (0.0, 0.5, 1.0)]  # every task, seeds differ
+    mean, (low, high) = seeds_and_tasks_ci(spread)
+    assert mean == 0.5 and high - low > 0.3  # seed noise is in the interval
+    one = seeds_and_tasks_ci([{t: 1.0 for t in tasks}])
+    assert one == (1.0, (1.0, 1.0))
+    with pytest.raises(ValueError, match="no task"):
+        seeds_and_tasks_ci([{"a": 1.0}, {"b": 0.0}])

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from seal_graph import evolution, registry
 from seal_graph.diagnosis import label_statistics
+from seal_graph.errors import ServerError
 from seal_graph.evaluation import outcomes, select_tasks
 from seal_graph.evolution import Labelled
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
@@ -162,6 +163,12 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     report = run.sync.swap(weights, f"step-{version}", probe, score)
     if report.ok:
         _drop_superseded_merges(run)
+    elif not report.rolled_back and run.sync.current is not None:
+        raise ServerError(
+            f"swap to step-{version} failed ({report.error}) and the server could not be "
+            f"brought back to {run.sync.current}: what it serves now is unknown, so the run "
+            f"stops here. Check the server, then rerun with --resume --out {run.run_dir}"
+        )
     else:
         console.print(
             f"[bold red]swap to step-{version} failed[/]: {report.error} "
@@ -214,8 +221,9 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
 def evaluate(
     run: LoopRun, iteration: int, served_version: int, split: str | None = None
 ) -> dict[str, Any]:
-    """Greedy rollouts of the eval split (or `split`) on the base interface, and sampled
-    ones when `eval.samples` asks; success with its interval and per-task outcomes."""
+    """Greedy rollouts of the eval split (or `split`) on the base interface, and on the
+    eval split sampled ones when `eval.samples` asks; success with its interval and
+    per-task outcomes."""
     settings = run.config.eval
     env = registry.get_environment(run.config.env)
     task_ids = [t.id for t in select_tasks(env, split or settings.split, None, settings.limit)]
@@ -225,7 +233,7 @@ def evaluate(
     greedy = run.config.rollout.greedy(settings.max_tokens)
     roll_out(run, batch, task_ids, greedy, mode="eval", policy_version=served)
     result = outcomes(run.store.episodes(batch))
-    if settings.samples:
+    if settings.samples and split is None:  # sampled success on the eval split only
         sampling = greedy.model_copy(
             update={"temperature": run.config.rollout.temperature, "group_size": settings.samples}
         )

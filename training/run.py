@@ -59,6 +59,13 @@ def start_server(
             max_lora_rank=_rank(config.lora.r),
         )
     )
+    console.print(
+        f"[bold]the agent being trained is served[/] at {server.endpoint.base_url} as "
+        f"'{DEFAULT_SERVED_NAME}' (dtype {server.dtype}); each verified swap changes what it "
+        f"answers with. For another client:\n"
+        f"  export OPENAI_BASE_URL={server.endpoint.base_url}\n"
+        f"  export OPENAI_API_KEY={server.endpoint.api_key}"
+    )
     return server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), server
 
 

@@ -93,6 +93,8 @@ class ModelServer:
         self.port = port
         self.restarts = 0
         self._stopping = threading.Event()
+        self.supervision_failed: str | None = None
+        """Why a supervised restart failed (the server is gone for good), if it did."""
 
     @classmethod
     def start(cls, settings: ServerSettings | None = None, **overrides: Any) -> ModelServer:
@@ -170,6 +172,7 @@ class ModelServer:
                         on_restart()
                 except Exception as exc:  # reported; the clients' retries then fail clearly
                     _console.print(f"[bold red]seal-graph[/]: restart failed: {exc}")
+                    self.supervision_failed = f"{type(exc).__name__}: {exc}"
                     return
 
         threading.Thread(target=watch, name="seal-graph-server-watch", daemon=True).start()
