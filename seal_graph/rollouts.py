@@ -56,6 +56,12 @@ class RolloutBatchReport:
         return sum(e.seconds for e in self.finished)
 
     @property
+    def mean_in_flight(self) -> float:
+        """Model requests in flight on average over the batch's wall time (at most the
+        batch's concurrency; tool execution and the batch's last episodes lower it)."""
+        return self.model_seconds / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
     def success_rate(self) -> float:
         return sum(e.success for e in self.finished) / len(self.finished) if self.finished else 0.0
 

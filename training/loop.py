@@ -90,6 +90,7 @@ def rollout(
         "train_success": mean(e.success for e in episodes),
         "train_reward": mean(e.reward for e in episodes),
         "rollout_failures": len(report.failures),
+        "requests_in_flight": round(report.mean_in_flight, 2),
         "seconds": time.perf_counter() - began,
     }
 

@@ -31,6 +31,9 @@ class RolloutMetrics(_Stage):
     train_success: float = Field(default=0.0, description="Success of the training batch.")
     train_reward: float = 0.0
     rollout_failures: int = Field(default=0, description="Episodes lost to infrastructure.")
+    requests_in_flight: float | None = Field(
+        default=None, description="Mean model requests in flight (of rollout.concurrency)."
+    )
     failure_agent: FailureAgentRollout | None = None
 
 

@@ -239,8 +239,10 @@ def write_report(
         "## Iterations",
         "",
         "| it | train success | eval success | zero-signal groups | samples | loss | "
-        "interface | swap | " + " | ".join(f"{s} s" for s in STAGES) + " |",
-        "|" + "---|" * (8 + len(STAGES)),
+        f"interface | swap | requests in flight (of {config.rollout.concurrency}) | "
+        + " | ".join(f"{s} s" for s in STAGES)
+        + " |",
+        "|" + "---|" * (9 + len(STAGES)),
     ]
     for r in history:
         swap_text = ("ok" if r.swap.ok else "FAILED") + (
@@ -251,7 +253,7 @@ def write_report(
             f"| {r.iteration + 1} | {_pct(r.rollout.train_success)} | "
             f"{_pct(r.evaluate.success if r.evaluate else None)} | "
             f"{r.train.zero_signal_groups}/{r.train.groups} | {r.train.samples} | {loss} | "
-            f"v{r.interface_version} | {swap_text} | "
+            f"v{r.interface_version} | {swap_text} | {r.rollout.requests_in_flight or '—'} | "
             + " | ".join(f"{r.stage_seconds(s):.1f}" for s in STAGES)
             + " |"
         )
