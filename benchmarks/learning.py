@@ -409,7 +409,7 @@ def main() -> None:
     everything = [*METHODS, *EXTRA_METHODS]
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=everything)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=8, help="Training tasks per iteration.")
     parser.add_argument("--group", type=int, default=4, help="Episodes per task (GRPO group).")
     parser.add_argument("--mini-batches", type=int, default=2, help="GRPO steps per iteration.")

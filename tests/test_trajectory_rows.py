@@ -54,14 +54,33 @@ def test_a_chained_episode_is_one_sequence_with_the_agent_tokens_masked_in() -> 
     assert served_trajectory(episode("e1", 0.0, BROKEN)) is None
 
 
+EOS = 99
+RERENDERED = [  # the agent sampled 5; the next prompt re-rendered its message as 50
+    call(0, [1, 2, 3], [4, 5, EOS]),
+    call(1, [1, 2, 3, 4, 50, EOS, 6, 7], [8, EOS]),
+]
+
+
+def test_a_re_rendered_agent_message_is_kept_as_sampled() -> None:
+    sequence = served_trajectory(episode("e2", 1.0, RERENDERED), end_of_turn=EOS)
+    assert sequence is not None and sequence.respliced == 1
+    assert sequence.token_ids == [1, 2, 3, 4, 5, EOS, 6, 7, 8, EOS]
+    assert sequence.agent_mask == [0, 0, 0, 1, 1, 1, 0, 0, 1, 1]
+    assert served_trajectory(episode("e2", 1.0, RERENDERED)) is None  # end token unknown
+    cut = [call(0, [1, 2, 3], [4, 5]), call(1, [1, 2, 3, 4, 50, EOS, 6, 7], [8, EOS])]
+    assert served_trajectory(episode("e3", 0.0, cut), end_of_turn=EOS) is None  # no turn end
+
+
 def test_rows_carry_turn_advantages_and_fall_back_to_calls_when_the_prefix_breaks() -> None:
     good, bad = episode("e0", 1.0, CHAINED), episode("e1", 0.0, BROKEN)
     diagnoses = [TurnDiagnosis(turn=0, label="pass"), TurnDiagnosis(turn=1, label="pass")]
     config = WeightingConfig(mode="turn", rho={"pass": 1.0, "state_mismatch": 2.0})
     labelled = [(good, diagnoses), (bad, [TurnDiagnosis(turn=0, label="state_mismatch")] * 1)]
     weighted = weighted_advantages(labelled, config)
-    rows, split = episode_rows([good, bad], weighted, "turn", whole=True)
-    assert split == 1 and len(rows) == 3  # one sequence, then two calls of the broken one
+    rows, split, respliced = episode_rows([good, bad], weighted, "turn", whole=True)
+    assert (
+        split == 1 and respliced == 0 and len(rows) == 3
+    )  # one sequence, then two calls of the broken one
     whole = rows[0]
     assert whole.prompt_token_ids == [1, 2, 3] and whole.calls == 2
     assert whole.completion_token_ids == [4, 5, 6, 7, 8, 9]
@@ -76,7 +95,7 @@ def test_rows_carry_turn_advantages_and_fall_back_to_calls_when_the_prefix_break
     assert fallback[1].completion_token_ids == [4, 50, 6, 7, 8, 9]
     assert fallback[1].agent_mask == [0, 0, 0, 0, 1, 1] and not fallback[0].agent_mask
     assert fallback[0].advantage == pytest.approx(2.0 * weighted.advantage["e1"])  # turn 0
-    per_call, split = episode_rows([good], weighted, "turn", whole=False)
+    per_call, split, _ = episode_rows([good], weighted, "turn", whole=False)
     assert split == 0 and len(per_call) == 2
 
 

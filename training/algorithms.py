@@ -112,8 +112,12 @@ class GRPO(Algorithm):
             rho = update_rho(rho, key_statistics(pairs), config.weighting)
         weighted = weighted_advantages(pairs, config.weighting, rho)
         mode = config.weighting_mode
-        rows, split = episode_rows(
-            [episode for episode, _ in pairs], weighted, mode, config.optim.whole_episodes
+        rows, split, respliced = episode_rows(
+            [episode for episode, _ in pairs],
+            weighted,
+            mode,
+            config.optim.whole_episodes,
+            run.policy.tokenizer.eos_token_id,
         )
         optimizer_state = state.get("optimizer_state")
         if config.launcher is not None:
@@ -139,6 +143,7 @@ class GRPO(Algorithm):
                 "mean_weight": mean(weighted.weight.values()),
                 "weighting": mode,
                 "episodes_split_into_calls": split,
+                "episodes_respliced": respliced,
                 **{k: metrics[k] for k in STEP_STATISTICS if k in metrics},
             },
             stepped=stepped,
@@ -213,14 +218,19 @@ STEP_STATISTICS = (
 
 
 def episode_rows(
-    episodes: list[Episode], weighted: WeightedAdvantages, mode: str, whole: bool
-) -> tuple[list[TrainingSample], int]:
+    episodes: list[Episode],
+    weighted: WeightedAdvantages,
+    mode: str,
+    whole: bool,
+    end_of_turn: int | None = None,
+) -> tuple[list[TrainingSample], int, int]:
     """The batch as training samples: each episode one served sequence (`whole`), with
     every agent token carrying its episode's (trajectory mode) or its turn's (turn mode)
-    weighted advantage; an episode whose calls do not chain as a prefix falls back to one
-    sample per call. Returns the samples and how many episodes fell back."""
+    weighted advantage; an episode whose calls do not chain falls back to one sample per
+    call. Returns the samples, how many episodes fell back, and how many were kept whole
+    by re-splicing a re-rendered agent message (`served_trajectory`)."""
     rows: list[TrainingSample] = []
-    split = 0
+    split = respliced = 0
     for episode in episodes:
         identity = {
             "episode_id": episode.episode_id,
@@ -230,8 +240,9 @@ def episode_rows(
             "policy_version": episode.policy_version,
             "reward": episode.reward,
         }
-        sequence = served_trajectory(episode) if whole else None
+        sequence = served_trajectory(episode, end_of_turn) if whole else None
         if sequence is not None:
+            respliced += sequence.respliced > 0
             start = sequence.prompt_length
             agent_turns = {t for t in sequence.turns if t >= 0}
             per_turn = {t: weighted.for_call(episode.episode_id, t, mode) for t in agent_turns}
@@ -275,7 +286,7 @@ def episode_rows(
                     advantage=weighted.for_call(episode.episode_id, call.turn, mode),
                 )
             )
-    return rows, split
+    return rows, split, respliced
 
 
 def _probe(rows: list[TrainingSample]) -> Probe:

@@ -20,13 +20,12 @@ is checked, not assumed.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from pydantic import BaseModel
 
 from seal_graph.errors import SealGraphError
-from seal_graph.records import Episode
+from seal_graph.records import Episode, LLMCall
 
 
 class TemplateError(SealGraphError):
@@ -75,6 +74,9 @@ class TokenTrajectory(BaseModel):
     """Served trajectories: the user turn of each agent token, -1 elsewhere."""
     calls: int
     """Agent steps (LLM calls or assistant messages) in the sequence."""
+    respliced: int = 0
+    """Served: agent messages the next prompt re-rendered with other tokens (kept as
+    sampled)."""
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -120,29 +122,46 @@ def rendered_trajectory(
     )
 
 
-def served_trajectory(episode: Episode) -> TokenTrajectory | None:
-    """The episode's served calls as one sequence, or None when a call's prompt +
-    completion is not a prefix of the next call's prompt (or no call was served)."""
+def served_trajectory(episode: Episode, end_of_turn: int | None = None) -> TokenTrajectory | None:
+    """The episode's served calls as one sequence: the first call's prompt, then each
+    call's sampled completion and what the next prompt added after it (tool results,
+    the next user turn, the generation prompt).
+
+    Where the next prompt re-renders the agent's message with other tokens (the same
+    tool call re-serialised, e.g. `"a" ,` as `"a",`), the sampled tokens are kept and only
+    what follows the re-rendered message (from its `end_of_turn` token on) is appended:
+    the sequence is then what the agent produced, with later agent tokens scored in a
+    context that differs from the served one by that re-rendering (the GRPO step's
+    importance weights correct for the difference). None when that is not possible
+    (no call served, an earlier prompt not kept as the next prompt's prefix, a message
+    that did not end its turn): the caller falls back to per-call samples."""
     calls = [c for c in episode.llm_calls if c.completion_token_ids]
     if not calls or any(not c.prompt_token_ids for c in calls):
         return None
-    for call, following in itertools.pairwise(calls):
-        served = call.prompt_token_ids + call.completion_token_ids
-        if following.prompt_token_ids[: len(served)] != served:
-            return None
-    last = calls[-1]
-    token_ids = last.prompt_token_ids + last.completion_token_ids
+    token_ids = list(calls[0].prompt_token_ids)
     agent_mask, logprobs, turns = (
         [0] * len(token_ids),
         [0.0] * len(token_ids),
         [-1] * len(token_ids),
     )
-    for call in calls:
-        start = len(call.prompt_token_ids)
-        for offset, logprob in enumerate(call.completion_logprobs):
-            agent_mask[start + offset] = 1
-            logprobs[start + offset] = logprob
-            turns[start + offset] = call.turn
+    respliced = 0
+    for index, call in enumerate(calls):
+        if index:
+            added = _added_context(calls[index - 1], call, end_of_turn)
+            if added is None:
+                return None
+            context, resplice = added
+            respliced += resplice
+            token_ids += context
+            agent_mask += [0] * len(context)
+            logprobs += [0.0] * len(context)
+            turns += [-1] * len(context)
+        scored = len(call.completion_logprobs)  # a token without a served logprob is
+        missing = len(call.completion_token_ids) - scored  # context, not trained on
+        token_ids += call.completion_token_ids
+        agent_mask += [1] * scored + [0] * missing
+        logprobs += list(call.completion_logprobs) + [0.0] * missing
+        turns += [call.turn] * scored + [-1] * missing
     return TokenTrajectory(
         token_ids=token_ids,
         prompt_length=len(calls[0].prompt_token_ids),
@@ -150,4 +169,25 @@ def served_trajectory(episode: Episode) -> TokenTrajectory | None:
         logprobs=logprobs,
         turns=turns,
         calls=len(calls),
+        respliced=respliced,
     )
+
+
+def _added_context(
+    previous: LLMCall, call: LLMCall, end_of_turn: int | None
+) -> tuple[list[int], bool] | None:
+    """What `call`'s prompt added after `previous`'s completion, and whether the agent's
+    message had to be re-spliced (see `served_trajectory`)."""
+    served = previous.prompt_token_ids + previous.completion_token_ids
+    prompt = call.prompt_token_ids
+    if prompt[: len(served)] == served:
+        return prompt[len(served) :], False
+    start = len(previous.prompt_token_ids)
+    if (
+        end_of_turn is None
+        or prompt[:start] != previous.prompt_token_ids
+        or previous.completion_token_ids[-1] != end_of_turn
+        or end_of_turn not in prompt[start:]
+    ):
+        return None
+    return prompt[prompt.index(end_of_turn, start) + 1 :], True
