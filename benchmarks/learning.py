@@ -164,7 +164,8 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
 
     out = args.out / f"{method}-s{seed}"
     began = time.perf_counter()
-    result = run_training(run_config(method, seed, args), out=out, resume=out.exists())
+    resume = (out / "config.json").exists()  # an interrupted run continues
+    result = run_training(run_config(method, seed, args), out=out, resume=resume)
     history = history_of(result["history"])
     final = history[-1].evaluate
     assert final is not None, "the last iteration always evaluates"
