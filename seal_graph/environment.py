@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from seal_graph.errors import ConfigError
 from seal_graph.records import Episode, ToolEvent, Verdict
+from seal_graph.tool_execution import starts_with_error
 
 
 class Task(BaseModel):
@@ -68,6 +69,12 @@ class Environment(ABC):
 
     def splits(self) -> list[str]:
         return ["train", "test"]
+
+    def tool_output_is_error(self, output: str) -> bool:
+        """Whether a tool's returned text reports a failure (recorded as a tool error, so
+        the diagnosis counts it). Default: LangChain's convention, text starting with
+        'Error:'; override for tools with another one."""
+        return starts_with_error(output)
 
     def task(self, task_id: str) -> Task:
         """Look a task up by id across the splits."""

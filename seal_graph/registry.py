@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
+import sys
 import weakref
 from functools import cache
 
@@ -37,8 +39,15 @@ def register_environment(env: Environment) -> str:
 
 
 def get_environment(name: str) -> Environment:
-    """A registered environment, a built-in one (`kv-calc`, `bfcl`) or `module:factory`."""
-    return _REGISTERED.get(name) or _load_environment(name)
+    """A registered environment, a built-in one (`kv-calc`, `bfcl`) or `module:factory`
+    (importable from the current directory too). A loaded environment is registered
+    under its own `.name` as well: episodes, graphs and the training loop refer to it by
+    that name later."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    env = _load_environment(name)
+    _REGISTERED.setdefault(env.name, env)
+    return env
 
 
 @cache
@@ -50,6 +59,8 @@ def _load_environment(name: str) -> Environment:
             "or name your own as 'package.module:factory'."
         )
     module_name, factory = target.split(":", 1)
+    if os.getcwd() not in sys.path:  # `myenv:make_env` from the folder it lives in
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -33,7 +33,14 @@ async def run_turn_calls(
     with the tools the session offers at that turn."""
     tools = {tool.name: tool for tool in session.tools(turn)}
     return [
-        await execute_tool_call(call, tools, turn=turn, step=step, timeout_s=env.tool_timeout_s)
+        await execute_tool_call(
+            call,
+            tools,
+            turn=turn,
+            step=step,
+            timeout_s=env.tool_timeout_s,
+            is_error=env.tool_output_is_error,
+        )
         for step, call in calls
     ]
 

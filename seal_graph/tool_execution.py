@@ -4,6 +4,12 @@ One policy for every environment: a bad call by the model (unparseable arguments
 unknown tool, arguments that break the schema, a tool that raises or hangs) comes back to
 the model as an error `ToolMessage` and is recorded as a `ToolEvent` with its kind. Model
 output is only ever used as keyword arguments of a named tool — never evaluated as code.
+
+Tools that report failure without raising are recognised too, by LangChain's two
+conventions: a tool whose `handle_tool_error` turns a `ToolException` into text (invoked
+with a tool call, it answers a `ToolMessage` with `status="error"`), and a tool that
+returns its error text ("Error: no such file", as the community toolkits do), which the
+environment's `Environment.tool_output_is_error` recognises.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import asyncio
 import copy
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -67,6 +74,12 @@ def _render(output: Any) -> str:
     return text
 
 
+def starts_with_error(output: str) -> bool:
+    """LangChain's convention for a tool that returns its failure: text that starts with
+    'Error:' (the community toolkits; LangChain's own error messages)."""
+    return output.lstrip().startswith("Error:")
+
+
 async def execute_tool_call(
     call: dict[str, Any],
     tools: dict[str, BaseTool],
@@ -74,8 +87,10 @@ async def execute_tool_call(
     turn: int,
     step: int,
     timeout_s: float,
+    is_error: Callable[[str], bool] = starts_with_error,
 ) -> tuple[ToolMessage, ToolEvent]:
-    """Execute one LangChain tool call dict (`{'id', 'name', 'args'}`) and record it."""
+    """Execute one LangChain tool call dict (`{'id', 'name', 'args'}`) and record it;
+    `is_error` says whether a returned text reports a failure."""
     began = time.perf_counter()
     tool = tools.get(call["name"])
     if tool is None:
@@ -104,7 +119,8 @@ async def execute_tool_call(
     try:
         # A private copy: tools may keep and later mutate what they are given (BFCL's
         # backends do), which must not reach the recorded event or the caller's data.
-        output = await asyncio.wait_for(tool.ainvoke(copy.deepcopy(args)), timeout=timeout_s)
+        tool_call = {"type": "tool_call", "id": call["id"], "name": tool.name, "args": args}
+        output = await asyncio.wait_for(tool.ainvoke(copy.deepcopy(tool_call)), timeout=timeout_s)
     except TimeoutError:
         return _error(
             "timeout", f"{tool.name} did not finish within {timeout_s:g} s", call, turn, step, began
@@ -128,7 +144,12 @@ async def execute_tool_call(
             step,
             began,
         )
+    handled = isinstance(output, ToolMessage) and output.status == "error"
+    if isinstance(output, ToolMessage):
+        output = output.content
     text = _render(output)
+    if handled or is_error(text):
+        return _error("tool_exception", text.removeprefix("Error: "), call, turn, step, began)
     return (
         ToolMessage(content=text, tool_call_id=call["id"], name=tool.name),
         ToolEvent(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import StructuredTool, ToolException
 
 from seal_graph.tool_execution import execute_tool_call, invalid_call_event
 
@@ -123,3 +123,45 @@ def test_unparseable_arguments() -> None:
     )
     assert event.error_kind == "parse_error" and event.arguments == '{"a": 1,'
     assert message.status == "error" and "Expecting value" in message.content
+
+
+def _read(path: str) -> str:
+    """Reads a file the way the community file toolkit does: failures come back as text."""
+    return f"Error: no such file or directory: {path}"
+
+
+def _guarded(path: str) -> str:
+    """Raises a ToolException that the tool itself turns into text."""
+    raise ToolException(f"access denied to {path}")
+
+
+CONVENTIONS = {
+    "read": StructuredTool.from_function(_read, name="read"),
+    "guarded": StructuredTool.from_function(_guarded, name="guarded", handle_tool_error=True),
+}
+
+
+def test_langchain_error_conventions_are_recorded_as_tool_errors() -> None:
+    for name, needle in (("read", "no such file"), ("guarded", "access denied")):
+        message, event = asyncio.run(
+            execute_tool_call(
+                {"id": "c1", "name": name, "args": {"path": "a.txt"}},
+                CONVENTIONS,
+                turn=0,
+                step=0,
+                timeout_s=2.0,
+            )
+        )
+        assert message.status == "error" and needle in message.content
+        assert (event.status, event.error_kind) == ("error", "tool_exception")
+    message, event = asyncio.run(
+        execute_tool_call(
+            {"id": "c1", "name": "read", "args": {"path": "a.txt"}},
+            CONVENTIONS,
+            turn=0,
+            step=0,
+            timeout_s=2.0,
+            is_error=lambda text: False,  # an environment whose tools mean it literally
+        )
+    )
+    assert event.status == "ok"
