@@ -89,11 +89,13 @@ def outcomes(episodes: list[Episode]) -> dict[str, Any]:
 
 
 def render_table(summary: EvalSummary) -> Table:
-    """BFCL-style: overall accuracy first, then one column per category."""
+    """Overall accuracy first, then one column per category the environment's tasks
+    declare (`Task.metadata["category"]`; BFCL's are its multi-turn categories)."""
     table = Table(title=f"{summary.env} / {summary.split} — {summary.model}")
     table.add_column("Overall Acc [95% interval]", justify="right")
+    prefix = "Multi Turn " if summary.env == "bfcl" else ""
     for name in summary.per_category:
-        table.add_column(f"Multi Turn {name.replace('_', ' ').title()}", justify="right")
+        table.add_column(f"{prefix}{name.replace('_', ' ').title()}", justify="right")
     interval = summary.overall_ci
     table.add_row(
         f"{summary.overall:.2f}%"

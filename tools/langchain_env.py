@@ -55,6 +55,10 @@ class LangChainToolSession(EnvSession, Generic[State]):
     def verify(self, episode: Episode) -> Verdict:
         return self.env.verifier(self.task, self.state, episode)
 
+    def close(self) -> None:
+        if self.env.on_close:
+            self.env.on_close(self.state)
+
 
 class LangChainToolEnv(Environment):
     """An environment over LangChain tools; see `from_langchain_tools`."""
@@ -68,6 +72,7 @@ class LangChainToolEnv(Environment):
         make_state: Callable[[Task], Any] | None = None,
         on_turn_end: TurnHook | None = None,
         tool_timeout_s: float = 30.0,
+        on_close: Callable[[Any], None] | None = None,
     ) -> None:
         if not tasks:
             raise ConfigError(f"environment {name!r} needs at least one split of tasks")
@@ -77,6 +82,7 @@ class LangChainToolEnv(Environment):
         self.verifier = verify
         self.make_state = make_state or (lambda task: None)
         self.on_turn_end = on_turn_end
+        self.on_close = on_close
         self.tool_timeout_s = tool_timeout_s
 
     def build_tools(self, state: Any) -> list[BaseTool]:
@@ -110,12 +116,20 @@ def from_langchain_tools(
     make_state: Callable[[Task], Any] | None = None,
     on_turn_end: TurnHook | None = None,
     tool_timeout_s: float = 30.0,
+    on_close: Callable[[Any], None] | None = None,
 ) -> LangChainToolEnv:
     """Compose LangChain tools, tasks and a verifier into a training environment.
 
     `tools` is a list of (stateless) tools, or a function from a rollout's state to the
     tools bound to it; `make_state(task)` builds that state fresh for every rollout, so
-    concurrent rollouts never share it. `verify(task, state, episode)` returns a `Verdict`.
+    concurrent rollouts never share it. `verify(task, state, episode)` returns a `Verdict`
+    whose `turn_evidence` (one `TurnEvidence` per user turn: `pass`, and `state` /
+    `expected_state` where the turn changes state) is what the diagnosis labels.
+    `on_turn_end(task, state, turn, events)` runs after each user turn (snapshot state
+    there); `on_close(state)` when the rollout ends, whatever happened (temporary
+    folders, connections).
     """
     split_map = tasks if isinstance(tasks, dict) else {"train": list(tasks)}
-    return LangChainToolEnv(name, split_map, tools, verify, make_state, on_turn_end, tool_timeout_s)
+    return LangChainToolEnv(
+        name, split_map, tools, verify, make_state, on_turn_end, tool_timeout_s, on_close
+    )

@@ -1,0 +1,57 @@
+"""The README's example user environment (`examples/notes_env.py`), loaded the way the
+CLI loads it: its reference solutions pass its own verifier, a wrong note is diagnosed
+(the reference's arguments differ) with both folder states in the evidence, a missing note is a tool error, and
+every rollout's folder is removed when the rollout ends."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from seal_graph.diagnosis import diagnose_episode
+from seal_graph.reference import replay_calls
+from seal_graph.registry import get_environment
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture
+def env(monkeypatch):
+    monkeypatch.chdir(EXAMPLES)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return get_environment("notes_env:make_env")
+
+
+def test_reference_solutions_pass_and_folders_are_cleaned_up(env) -> None:
+    assert get_environment("notes") is env
+    opened = []
+    original = env.open
+
+    def tracking(task):
+        session = original(task)
+        opened.append(session.state.folder)
+        return session
+
+    env.open = tracking
+    for task in env.tasks("train")[:6]:
+        _, verdict = asyncio.run(replay_calls(env, task, task.reference))
+        assert verdict.success, task.id
+    assert opened and not any(folder.exists() for folder in opened)
+
+
+def test_a_wrong_note_is_diagnosed_and_a_missing_one_is_a_tool_error(env) -> None:
+    task = env.tasks("test")[0]
+    wrong = [[{"name": "write_note", "args": {"title": "elsewhere", "text": "x"}}], []]
+    episode, verdict = asyncio.run(replay_calls(env, task, wrong))
+    assert not verdict.success
+    first = verdict.turn_evidence[0]
+    assert first.state == {"elsewhere": "x"} and first.expected_state != first.state
+    labels = [d.label for d in diagnose_episode(episode, task)]
+    assert labels[0] == "argument_mismatch"  # write_note, other title than the reference's
+    missing = [[{"name": "read_note", "args": {"title": "nothing"}}], []]
+    episode, _ = asyncio.run(replay_calls(env, task, missing))
+    assert episode.tool_events[0].status == "error"
+    assert "no note" in episode.tool_events[0].output
