@@ -415,7 +415,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="Episodes per task (GRPO group).")
     parser.add_argument("--mini-batches", type=int, default=2, help="GRPO steps per iteration.")
     parser.add_argument("--pairs", type=int, default=8, help="DPO pairs per round.")
-    parser.add_argument("--eval-samples", type=int, default=2, help="Sampled episodes per task.")
+    parser.add_argument("--eval-samples", type=int, default=1, help="Sampled episodes per task.")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
     parser.add_argument("--commit", action="store_true", help="git-commit each result file.")
