@@ -1,7 +1,7 @@
 """The README's example user environment (`examples/notes_env.py`), loaded the way the
 CLI loads it: its reference solutions pass its own verifier, a wrong note is diagnosed
-(the reference's arguments differ) with both folder states in the evidence, a missing note is a tool error, and
-every rollout's folder is removed when the rollout ends."""
+(the reference's arguments differ) with both folder states in the evidence, a missing
+note is a tool error, and every rollout's folder is removed when the rollout ends."""
 
 from __future__ import annotations
 
