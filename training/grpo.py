@@ -205,7 +205,7 @@ def grpo_step(
     micro = min(config.micro_batch, len(rows))
     batches = -(-len(rows) // (2 * micro * PartialState().num_processes))
     accumulation = max(1, -(-batches // config.mini_batches))
-    dataset = Dataset.from_list([{**r.model_dump(), "prompt": ""} for r in rows])
+    records = [{**r.model_dump(), "prompt": ""} for r in rows]
     if trainer is None:
         args = GRPOConfig(
             output_dir=str(output_dir),
@@ -231,13 +231,12 @@ def grpo_step(
             model=policy_model,
             reward_funcs=_never_called,
             args=args,
-            train_dataset=dataset,
+            train_dataset=Dataset.from_list(records),
             processing_class=tokenizer,
         )
         trainer.initial_optimizer_state = optimizer_state
     trainer.args.per_device_train_batch_size = 2 * micro
     trainer.tis_cap = config.tis_cap
-    records = dataset.to_list()
     behaviour = trainer.behaviour_logprobs(records)
     mismatch = serving_mismatch(records, behaviour, config.tis_cap)
     trainer.train_dataset = Dataset.from_list(
