@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import platform
@@ -60,6 +61,7 @@ EXTRA_METHODS: dict[str, dict[str, Any]] = {
     "seal-no-reweighting": {"algo": "seal", "ablation": {"reweighting": False}},
 }
 BASELINE = "vanilla-grpo"
+STAGES = ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
 
 
 def cpu_config(**overrides: Any) -> Any:
@@ -110,30 +112,73 @@ async def rollouts(
     )  # fmt: skip
 
 
-def warm_start(args: argparse.Namespace) -> dict[str, Any]:
-    """The shared starting point (SFT on expert episodes, merged) and its evaluation."""
+def train_warm_start(target: Path, work: Path) -> dict[str, Any]:
+    """SFT of the bundled model on kv-calc's expert episodes, merged into `target`."""
     from seal_graph.bundled_model import ensure_bundled_model
     from seal_graph.training.policy import Policy
     from seal_graph.training.sft import expert_dataset
     from seal_graph.training.sft import warm_start as sft
 
     config = cpu_config()
+    policy = Policy(ensure_bundled_model(), config.lora)
+    dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
+    metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
+    policy.save_merged(target)
+    return metrics
+
+
+def fingerprint(model_dir: Path) -> str:
+    """sha256 over the checkpoint's weight files: a rebuilt warm start (a fresh checkout
+    has no runs/) must be the very one the finished runs started from."""
+    digest = hashlib.sha256()
+    for path in sorted(model_dir.glob("*.safetensors")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def warm_start(args: argparse.Namespace) -> dict[str, Any]:
+    """The shared starting point (SFT on expert episodes, merged) and its evaluation."""
     target = args.out / "warm-start-model"
     began = time.perf_counter()
-    metrics: dict[str, Any] = {}
-    if not (target / "config.json").exists():
-        policy = Policy(ensure_bundled_model(), config.lora)
-        dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
-        metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, args.out / "sft")
-        policy.save_merged(target)
+    metrics = train_warm_start(target, args.out / "sft")
     evaluation = evaluate_checkpoint(target, args.eval_samples, args.out / "eval-warm-start")
     return {
         "method": "warm-start",
         **evaluation,
         "sft": metrics,
-        "settings": config.warm_start.model_dump(),
+        "settings": cpu_config().warm_start.model_dump(),
+        "fingerprint": fingerprint(target),
         "minutes": (time.perf_counter() - began) / 60,
     }
+
+
+def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> dict[str, Any]:
+    """Rebuild the shared checkpoint the finished runs started from, and check it is the
+    same: by its recorded fingerprint, or (a record from before fingerprints) by
+    re-evaluating it, every greedy per-task outcome equal, then record the fingerprint."""
+    target = args.out / "warm-start-model"
+    metrics = train_warm_start(target, args.out / "sft")
+    built = fingerprint(target)
+    if "fingerprint" in warm:
+        if built != warm["fingerprint"]:
+            sys.exit(
+                f"the rebuilt warm start {target} differs from the one the finished runs "
+                "started from (its weights' sha256 changed: the SFT code, its settings or "
+                "the bundled model changed). Finish the benchmark on the code that began "
+                "it, or move docs/results/learning/ away to start over."
+            )
+        return warm
+    again = evaluate_checkpoint(target, args.eval_samples, args.out / "eval-warm-start")
+    for split in ("test", "ood"):
+        if again[split]["per_task"] != warm[split]["per_task"]:
+            before = warm[split]["per_task"]
+            changed = sorted(t for t, v in again[split]["per_task"].items() if before.get(t) != v)
+            sys.exit(
+                f"the rebuilt warm start {target} is not the one the finished runs started "
+                f"from: greedy {split} outcomes differ on {changed}. Move "
+                "docs/results/learning/ away to start over."
+            )
+    return {**warm, "sft": warm.get("sft") or metrics, "fingerprint": built}
 
 
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
@@ -195,7 +240,10 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         "trained_episodes": episodes,
         "tokens_per_trained_episode": forwarded / episodes if episodes else None,
         "forwarded_per_episode_token": forwarded / own if own else None,
-        "minutes": (time.perf_counter() - began) / 60,
+        # the stages' own wall time: counts every iteration once even when the run was
+        # interrupted and resumed (server start-ups, ~0.5-1.5 min, are not in it)
+        "minutes": sum(r.stage_seconds(s) for r in history for s in STAGES) / 60,
+        "process_minutes": (time.perf_counter() - began) / 60,
     }
 
 
@@ -440,6 +488,14 @@ def main() -> None:
         if args.commit:
             commit([warm_file], "benchmarks/learning: the warm start's evaluation")
     warm = load(warm_file)
+    if not (args.out / "warm-start-model" / "config.json").exists():
+        print("rebuilding the shared warm-start checkpoint (a fresh checkout)", flush=True)
+        restored = restore_warm_start(args, warm)
+        if restored != warm:
+            warm_file.write_text(json.dumps(restored, indent=2), encoding="utf-8")
+            if args.commit:
+                commit([warm_file], "benchmarks/learning: the warm start's fingerprint")
+        warm = restored
     print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
     for method, seed in schedule(args.methods, args.seeds):
         path = RESULTS / f"{method}-s{seed}.json"
