@@ -54,8 +54,8 @@ class RolloutContext(BaseModel):
 
     env: str = Field(
         default="kv-calc",
-        description="Environment: kv-calc, bfcl, 'package.module:factory', or a name "
-        "registered in Python.",
+        description="Environment: kv-calc, bfcl, bfcl-strict, 'package.module:factory', or "
+        "a name registered in Python.",
     )
     base_url: str = Field(
         default_factory=lambda: os.environ.get("OPENAI_BASE_URL", ""),

@@ -20,6 +20,7 @@ from seal_graph import registry
 from seal_graph.errors import ConfigError, SealGraphError
 from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, ServerSettings
 from seal_graph.serving import attach as attach_endpoint
+from seal_graph.tools.bfcl.export import DEFAULT_MODEL_NAME as BFCL_MODEL_NAME
 
 app = typer.Typer(
     name="seal-graph",
@@ -158,7 +159,9 @@ def demo(
 
 @app.command("eval")
 def eval_command(
-    env: Annotated[str, typer.Option(help="Environment: bfcl, kv-calc, or module:factory.")],
+    env: Annotated[
+        str, typer.Option(help="Environment: kv-calc, bfcl, bfcl-strict, or module:factory.")
+    ],
     split: Annotated[str, typer.Option(help="Task split.")] = "test",
     categories: Annotated[
         str | None, typer.Option(help="Comma-separated categories (BFCL: base,miss_func,...).")
@@ -171,6 +174,14 @@ def eval_command(
     concurrency: Annotated[int, typer.Option(help="Rollouts in flight.")] = 8,
     max_tokens: Annotated[int, typer.Option(help="Completion tokens per agent step.")] = 256,
     out: Annotated[Path | None, typer.Option(help="Results directory.")] = None,
+    bfcl_model_name: Annotated[
+        str,
+        typer.Option(
+            help="BFCL: the model name the exported results are filed under. `bfcl evaluate` "
+            "scores only names it has registered; any OpenAI function-calling one decodes "
+            "the export."
+        ),
+    ] = BFCL_MODEL_NAME,
 ) -> None:
     """Evaluate a model on an environment split (temperature 0, base interface)."""
     import asyncio
@@ -197,6 +208,7 @@ def eval_command(
                     categories=wanted,
                     limit=limit,
                     settings=RolloutSettings(concurrency=concurrency, max_tokens=max_tokens),
+                    bfcl_model_name=bfcl_model_name,
                 )
             )
         finally:
@@ -209,6 +221,12 @@ def eval_command(
             f"{100 * summary.model_wait_share:.0f}% of episode time waiting on the model.\n"
             f"results: {out_dir / 'results.json'}  traces: {out_dir / 'traces.sqlite'}"
         )
+        if summary.bfcl_command:
+            console.print(
+                "score the exported results with BFCL's own evaluator (bfcl-eval installed "
+                f"with its dependencies):\n  {summary.bfcl_command}",
+                soft_wrap=True,
+            )
 
 
 @app.command()

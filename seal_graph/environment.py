@@ -42,6 +42,12 @@ class EnvSession(ABC):
     def tools(self, turn: int) -> list[BaseTool]:
         """The tools the agent may call during `turn` (held-out tools appear at theirs)."""
 
+    def executable_tools(self, turn: int) -> list[BaseTool]:
+        """The tools the agent's calls of `turn` run on: by default what it is offered.
+        A benchmark whose official executor runs more (BFCL runs a held-out function
+        before it is offered) widens this, so its scores match the official ones."""
+        return self.tools(turn)
+
     def end_turn(self, turn: int, events: list[ToolEvent]) -> None:  # noqa: B027
         """Hook at the end of each user turn (e.g. snapshot state for the verifier)."""
 

@@ -38,6 +38,8 @@ class EvalSummary(BaseModel):
     rollouts_per_second: float
     model_wait_share: float
     results_dir: str
+    bfcl_command: str | None = None
+    """BFCL: the `bfcl evaluate` command that scores the exported results."""
 
 
 def category(task: Task) -> str:
@@ -93,7 +95,7 @@ def render_table(summary: EvalSummary) -> Table:
     declare (`Task.metadata["category"]`; BFCL's are its multi-turn categories)."""
     table = Table(title=f"{summary.env} / {summary.split} — {summary.model}")
     table.add_column("Overall Acc [95% interval]", justify="right")
-    prefix = "Multi Turn " if summary.env == "bfcl" else ""
+    prefix = "Multi Turn " if summary.env.startswith("bfcl") else ""
     for name in summary.per_category:
         table.add_column(f"{prefix}{name.replace('_', ' ').title()}", justify="right")
     interval = summary.overall_ci
@@ -108,32 +110,6 @@ def render_table(summary: EvalSummary) -> Table:
     return table
 
 
-def export_bfcl(episodes: list[Episode], out_dir: Path, model_label: str) -> list[Path]:
-    """Write `BFCL_v4_multi_turn_<category>_result.json` files (one JSON object per line:
-    id, and per turn per step the model's calls as `[{name: json_arguments}]`, or its text),
-    the layout `bfcl evaluate` reads under `result/<model>/multi_turn/`."""
-    target = out_dir / "bfcl_result" / model_label / "multi_turn"
-    target.mkdir(parents=True, exist_ok=True)
-    lines: dict[str, list[str]] = defaultdict(list)
-    for episode in sorted(episodes, key=lambda e: int(e.task_id.rsplit("_", 1)[1])):
-        turns: list[list[Any]] = [[] for _ in episode.turns]
-        for call in episode.llm_calls:
-            step = (
-                [{c["name"]: json.dumps(c["args"])} for c in call.tool_calls]
-                if call.tool_calls
-                else call.completion
-            )
-            turns[call.turn].append(step)
-        cat = episode.task_id.removeprefix("multi_turn_").rsplit("_", 1)[0]
-        lines[cat].append(json.dumps({"id": episode.task_id, "result": turns}))
-    written = []
-    for cat, rows in lines.items():
-        path = target / f"BFCL_v4_multi_turn_{cat}_result.json"
-        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-        written.append(path)
-    return written
-
-
 async def evaluate(
     env_name: str,
     endpoint: ModelEndpoint,
@@ -143,9 +119,12 @@ async def evaluate(
     categories: list[str] | None = None,
     limit: int | None = None,
     settings: RolloutSettings | None = None,
+    bfcl_model_name: str | None = None,
 ) -> EvalSummary:
     """Greedy rollouts of a split on the base interface (`settings` give the token and
-    step limits and the concurrency; temperature 0 and one episode per task always)."""
+    step limits and the concurrency; temperature 0 and one episode per task always).
+    BFCL runs are also written as `bfcl evaluate` result files under `bfcl_model_name`
+    (a model name BFCL has registered; see `seal_graph.tools.bfcl.export`)."""
     env = registry.get_environment(env_name)
     tasks = select_tasks(env, split, categories, limit)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -178,6 +157,11 @@ async def evaluate(
         model_wait_share=report.model_seconds / busy if busy else 0.0,
         results_dir=str(out_dir),
     )
+    if env.name.startswith("bfcl"):
+        from seal_graph.tools.bfcl.export import DEFAULT_MODEL_NAME, export_results
+
+        export = export_results(episodes, out_dir, bfcl_model_name or DEFAULT_MODEL_NAME)
+        summary.bfcl_command = export.command
     results = {
         "summary": summary.model_dump(),
         "generated_at": time.time(),
@@ -195,6 +179,4 @@ async def evaluate(
         ],
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
-    if env.name == "bfcl":
-        export_bfcl(episodes, out_dir, endpoint.model)
     return summary

@@ -25,6 +25,7 @@ from seal_graph.settings import JudgeSettings
 BUILTIN_ENVIRONMENTS = {
     "kv-calc": "seal_graph.tools.kv_calc:make_env",
     "bfcl": "seal_graph.tools.bfcl.env:make_env",
+    "bfcl-strict": "seal_graph.tools.bfcl.env:make_strict_env",
 }
 
 

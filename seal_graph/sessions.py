@@ -30,8 +30,8 @@ async def run_turn_calls(
     calls: list[tuple[int, dict[str, Any]]],
 ) -> list[tuple[ToolMessage, ToolEvent]]:
     """Execute `(step, call)` pairs of one user turn in order (tools may share state),
-    with the tools the session offers at that turn."""
-    tools = {tool.name: tool for tool in session.tools(turn)}
+    on the session's executable tools of that turn."""
+    tools = {tool.name: tool for tool in session.executable_tools(turn)}
     return [
         await execute_tool_call(
             call,

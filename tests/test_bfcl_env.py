@@ -14,8 +14,9 @@ from seal_graph.tools.bfcl import data
 from seal_graph.tools.bfcl.schema import parameters_schema, parse_call, to_json_schema
 
 # Turns whose ground truth breaks the tools BFCL itself publishes (a string for an
-# integer ticket id; a held-out function used before it appears). The verifier tags them
-# `gt_error` and leaves them out of the reward.
+# integer ticket id; a held-out function used before it appears). Strict scoring tags
+# them `gt_error` and leaves them out of the reward; official scoring runs them as
+# BFCL's executor does (and they pass).
 KNOWN_GT_ERRORS = {
     ("multi_turn_base_173", 3),
     ("multi_turn_long_context_173", 3),
@@ -37,7 +38,12 @@ def test_split_is_the_papers_400_400(env) -> None:
     assert per_category == dict.fromkeys(data.CATEGORIES, 100)
 
 
-def test_replayed_ground_truth_scores_100_percent_in_every_category(env) -> None:
+@pytest.mark.parametrize(
+    ("name", "gt_error_turns"), [("bfcl", set()), ("bfcl-strict", KNOWN_GT_ERRORS)]
+)
+def test_replayed_ground_truth_scores_100_percent_in_every_category(name, gt_error_turns) -> None:
+    env = get_environment(name)
+
     async def replay_all():
         return [(task, await replay_reference(env, task)) for task in env.tasks("all")]
 
@@ -45,7 +51,33 @@ def test_replayed_ground_truth_scores_100_percent_in_every_category(env) -> None
     per_category = collections.Counter((t.metadata["category"], v.success) for t, v in results)
     assert per_category == {(c, True): 200 for c in data.CATEGORIES}
     gt_errors = {(t.id, turn) for t, v in results for turn in v.details["gt_error_turns"]}
-    assert gt_errors == KNOWN_GT_ERRORS
+    assert gt_errors == gt_error_turns
+
+
+def _run(session, turn: int, name: str, args: dict):
+    tools = {tool.name: tool for tool in session.executable_tools(turn)}
+    call = {"id": "c", "name": name, "args": args}
+    return asyncio.run(execute_tool_call(call, tools, turn=turn, step=0, timeout_s=10))[1]
+
+
+def test_official_scoring_runs_what_bfcls_executor_runs_and_strict_does_not() -> None:
+    """A number sent as a string reaches the backend (which converts it), and a held-out
+    function runs before its turn; strict scoring rejects both before they run."""
+    task_id = next(i for i, e in data.entries().items() if "TravelAPI" in e["involved_classes"])
+    held_out_task = get_environment("bfcl").task("multi_turn_miss_func_0")
+    ((turn, (held_out, *_)),) = held_out_task.tools_added_at_turn.items()
+    for name, expected in (("bfcl", "ok"), ("bfcl-strict", "error")):
+        env = get_environment(name)
+        session = env.open(env.task(task_id))
+        budget = _run(
+            session, 0, "set_budget_limit", {"access_token": "x", "budget_limit": "20000.0"}
+        )
+        assert (budget.error_kind == "validation_error") == (expected == "error"), budget
+        early = env.open(held_out_task)
+        offered = {t.name for t in early.tools(turn - 1)}
+        assert held_out not in offered  # offered as BFCL offers it, in both scorings
+        event = _run(early, turn - 1, held_out, {})
+        assert (event.error_kind == "unknown_tool") == (expected == "error"), event
 
 
 @pytest.mark.parametrize("category", data.CATEGORIES)

@@ -96,7 +96,8 @@ class TrainConfig(BaseModel):
 
     env: str = Field(
         default="kv-calc",
-        description="Environment: kv-calc, bfcl, 'package.module:factory', or a registered name.",
+        description="Environment: kv-calc, bfcl, bfcl-strict, 'package.module:factory', or "
+        "a registered name.",
     )
     model: str | None = Field(default=None, description="Checkpoint dir; None = bundled.")
     algo: Algo = Field(

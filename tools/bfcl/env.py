@@ -11,6 +11,16 @@ failure: the ground truth runs on its own fresh instances, and after every turn 
 at the end of that turn) and results. The reward is binary and equals the official
 verdict: every turn with a non-empty ground truth must have calls, matching state and the
 ground truth's results.
+
+Two scorings. `official` (the `bfcl` environment; the default for reported numbers)
+scores an episode exactly as `bfcl evaluate` does: every call reaches the backend with
+its arguments as sent (the backends convert `'20000.0'` with `float()` where BFCL's docs
+say `float`), a held-out function runs even before the turn that offers it (BFCL's
+executor maps every method of the involved classes), and every turn of the published
+ground truth counts. `strict` (`bfcl-strict`, for training rewards) validates arguments
+against the documented schema before they run, executes only the tools offered at that
+turn, and tags reference turns that break those rules `gt_error` and leaves them out.
+The tools offered to the model each turn are BFCL's in both.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import inspect
 import json
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
@@ -31,6 +41,10 @@ from seal_graph.errors import ConfigError
 from seal_graph.records import Episode, ToolEvent, Verdict
 from seal_graph.tools.bfcl import data
 from seal_graph.tools.bfcl.schema import parameters_schema, parse_call
+
+Scoring = Literal["official", "strict"]
+#: What BFCL's executor checks of a call's arguments before running it: nothing.
+UNCHECKED_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": True}
 
 
 def bfcl_result(method: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[str, Exception | None]:
@@ -80,21 +94,21 @@ def bound_methods(entry: dict[str, Any], instances: dict[str, Any]) -> dict[str,
 class BFCLSession(EnvSession):
     """One rollout: fresh backends, their tools, per-turn results and state snapshots."""
 
-    def __init__(self, task: Task, entry: dict[str, Any]) -> None:
-        self.task, self.entry = task, entry
+    def __init__(self, task: Task, entry: dict[str, Any], scoring: Scoring) -> None:
+        self.task, self.entry, self.scoring = task, entry, scoring
         self.instances = instantiate(entry)
         methods = bound_methods(entry, self.instances)
         self._pending: list[str] = []
         self.results_by_turn: list[list[str]] = []
         self.snapshots: list[dict[str, Any]] = []
         self._held_out = {n for names in task.tools_added_at_turn.values() for n in names}
+        docs = [doc for name in entry["involved_classes"] for doc in data.function_docs(name)]
         self._tools = {
-            doc["name"]: self._tool(doc, methods[doc["name"]])
-            for class_name in entry["involved_classes"]
-            for doc in data.function_docs(class_name)
+            d["name"]: self._tool(d, methods[d["name"]], parameters_schema(d)) for d in docs
         }
+        self._unchecked = [self._tool(d, methods[d["name"]], UNCHECKED_ARGUMENTS) for d in docs]
 
-    def _tool(self, doc: dict[str, Any], method: Callable[..., Any]) -> BaseTool:
+    def _tool(self, doc: dict[str, Any], method: Callable[..., Any], schema: dict) -> BaseTool:
         def run(**kwargs: Any) -> str:
             text, error = bfcl_result(method, kwargs)
             self._pending.append(text)
@@ -103,10 +117,7 @@ class BFCLSession(EnvSession):
             return text
 
         return StructuredTool(
-            name=doc["name"],
-            description=doc["description"],
-            args_schema=parameters_schema(doc),
-            func=run,
+            name=doc["name"], description=doc["description"], args_schema=schema, func=run
         )
 
     def tools(self, turn: int) -> list[BaseTool]:
@@ -118,6 +129,11 @@ class BFCLSession(EnvSession):
             for name, tool in self._tools.items()
             if name not in self._held_out or name in added
         ]
+
+    def executable_tools(self, turn: int) -> list[BaseTool]:
+        """Official scoring runs what BFCL's executor runs: any documented method, with
+        its arguments unchecked; strict scoring, the offered tools with their schemas."""
+        return self._unchecked if self.scoring == "official" else self.tools(turn)
 
     def end_turn(self, turn: int, events: list[ToolEvent]) -> None:
         self.results_by_turn.append(self._pending)
@@ -146,7 +162,7 @@ class BFCLSession(EnvSession):
             }
             parsed = [parse_call(c, gt_methods) for c in gt_calls]
             gt_results = [bfcl_result(gt_methods[name], kwargs)[0] for name, kwargs in parsed]
-            invalid = self._invalid_reference(turn, parsed)
+            invalid = self._invalid_reference(turn, parsed) if self.scoring == "strict" else ""
             if invalid:
                 # The dataset's own answer breaks the tools it publishes (a tool held out
                 # at this turn, a value of the wrong type): no policy can match it here.
@@ -167,8 +183,8 @@ class BFCLSession(EnvSession):
                     )
                 )
             evidence.append(item)
-        # As the official checker: every turn with a ground truth must pass; turns whose
-        # ground truth is invalid are reported and left out.
+        # As the official checker: every turn with a ground truth must pass (strict
+        # scoring reports turns whose ground truth breaks its rules and leaves them out).
         checked = [e for e in evidence if e["ground_truth"] and e["tag"] != "gt_error"]
         success = all(e["tag"] == "pass" for e in checked)
         first = next((e for e in checked if e["tag"] != "pass"), None)
@@ -265,11 +281,12 @@ def _unbound(class_name: str, method: str) -> Callable[..., Any]:
 class BFCLEnv(Environment):
     """BFCL v3 multi-turn: 800 tasks, the paper's 400/400 split, the official checker."""
 
-    name = "bfcl"
     tool_timeout_s = 30.0
 
-    def __init__(self) -> None:
+    def __init__(self, scoring: Scoring = "official") -> None:
         data.require_bfcl()
+        self.scoring = scoring
+        self.name = "bfcl" if scoring == "official" else f"bfcl-{scoring}"
 
     def splits(self) -> list[str]:
         return ["train", "test", "all"]
@@ -281,7 +298,7 @@ class BFCLEnv(Environment):
         return _cached_task(task_id)
 
     def open(self, task: Task) -> BFCLSession:
-        return BFCLSession(task, data.entries()[task.id])
+        return BFCLSession(task, data.entries()[task.id], self.scoring)
 
 
 @cache
@@ -293,4 +310,10 @@ def _cached_task(task_id: str) -> Task:
 
 
 def make_env() -> BFCLEnv:
-    return BFCLEnv()
+    """`bfcl`: scored as `bfcl evaluate` scores (report these numbers)."""
+    return BFCLEnv("official")
+
+
+def make_strict_env() -> BFCLEnv:
+    """`bfcl-strict`: arguments checked against the docs, tools only once offered."""
+    return BFCLEnv("strict")
