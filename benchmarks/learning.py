@@ -46,6 +46,7 @@ from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs/results/learning"
+ADAPTER = RESULTS / "warm-start-adapter"
 METHODS: dict[str, dict[str, Any]] = {
     "vanilla-grpo": {"algo": "vanilla-grpo"},
     "seal": {"algo": "seal", "weighting": {"mode": "trajectory"}},
@@ -113,7 +114,10 @@ async def rollouts(
 
 
 def train_warm_start(target: Path, work: Path) -> dict[str, Any]:
-    """SFT of the bundled model on kv-calc's expert episodes, merged into `target`."""
+    """SFT of the bundled model on kv-calc's expert episodes, merged into `target`; the
+    adapter is kept in the repository (`ADAPTER`, ~20 MB): SFT on CPU is not bitwise
+    reproducible, so a later session (a fresh checkout has no runs/) rebuilds the very
+    checkpoint the finished runs started from by merging it again."""
     from seal_graph.bundled_model import ensure_bundled_model
     from seal_graph.training.policy import Policy
     from seal_graph.training.sft import expert_dataset
@@ -123,15 +127,28 @@ def train_warm_start(target: Path, work: Path) -> dict[str, Any]:
     policy = Policy(ensure_bundled_model(), config.lora)
     dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
     metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
+    policy.save_adapter(ADAPTER)
     policy.save_merged(target)
     return metrics
 
 
-def fingerprint(model_dir: Path) -> str:
-    """sha256 over the checkpoint's weight files: a rebuilt warm start (a fresh checkout
-    has no runs/) must be the very one the finished runs started from."""
+def merge_warm_start(target: Path) -> None:
+    """The shared checkpoint again: the bundled model with the kept adapter merged in."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from seal_graph.bundled_model import ensure_bundled_model
+
+    base_dir = ensure_bundled_model()
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="float32")
+    PeftModel.from_pretrained(base, ADAPTER).merge_and_unload().save_pretrained(target)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(target)
+
+
+def fingerprint(folder: Path) -> str:
+    """sha256 over a folder's weight files."""
     digest = hashlib.sha256()
-    for path in sorted(model_dir.glob("*.safetensors")):
+    for path in sorted(folder.glob("*.safetensors")):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -147,38 +164,22 @@ def warm_start(args: argparse.Namespace) -> dict[str, Any]:
         **evaluation,
         "sft": metrics,
         "settings": cpu_config().warm_start.model_dump(),
-        "fingerprint": fingerprint(target),
+        "adapter_sha256": fingerprint(ADAPTER),
         "minutes": (time.perf_counter() - began) / 60,
     }
 
 
-def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild the shared checkpoint the finished runs started from, and check it is the
-    same: by its recorded fingerprint, or (a record from before fingerprints) by
-    re-evaluating it, every greedy per-task outcome equal, then record the fingerprint."""
-    target = args.out / "warm-start-model"
-    metrics = train_warm_start(target, args.out / "sft")
-    built = fingerprint(target)
-    if "fingerprint" in warm:
-        if built != warm["fingerprint"]:
-            sys.exit(
-                f"the rebuilt warm start {target} differs from the one the finished runs "
-                "started from (its weights' sha256 changed: the SFT code, its settings or "
-                "the bundled model changed). Finish the benchmark on the code that began "
-                "it, or move docs/results/learning/ away to start over."
-            )
-        return warm
-    again = evaluate_checkpoint(target, args.eval_samples, args.out / "eval-warm-start")
-    for split in ("test", "ood"):
-        if again[split]["per_task"] != warm[split]["per_task"]:
-            before = warm[split]["per_task"]
-            changed = sorted(t for t, v in again[split]["per_task"].items() if before.get(t) != v)
-            sys.exit(
-                f"the rebuilt warm start {target} is not the one the finished runs started "
-                f"from: greedy {split} outcomes differ on {changed}. Move "
-                "docs/results/learning/ away to start over."
-            )
-    return {**warm, "sft": warm.get("sft") or metrics, "fingerprint": built}
+def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> None:
+    """Rebuild the shared checkpoint of the finished runs from the kept adapter."""
+    kept = fingerprint(ADAPTER) if ADAPTER.is_dir() else None
+    if kept is None or kept != warm.get("adapter_sha256"):
+        sys.exit(
+            f"the warm start the finished runs in {RESULTS} began from cannot be rebuilt: "
+            f"{ADAPTER} is missing or not the adapter warm-start.json names. Move "
+            f"{RESULTS} away to start the benchmark over."
+        )
+    print(f"merging the kept warm-start adapter into {args.out / 'warm-start-model'}")
+    merge_warm_start(args.out / "warm-start-model")
 
 
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
@@ -486,16 +487,10 @@ def main() -> None:
     if not warm_file.exists():
         warm_file.write_text(json.dumps(warm_start(args), indent=2), encoding="utf-8")
         if args.commit:
-            commit([warm_file], "benchmarks/learning: the warm start's evaluation")
+            commit([warm_file, ADAPTER], "benchmarks/learning: the warm start and its adapter")
     warm = load(warm_file)
     if not (args.out / "warm-start-model" / "config.json").exists():
-        print("rebuilding the shared warm-start checkpoint (a fresh checkout)", flush=True)
-        restored = restore_warm_start(args, warm)
-        if restored != warm:
-            warm_file.write_text(json.dumps(restored, indent=2), encoding="utf-8")
-            if args.commit:
-                commit([warm_file], "benchmarks/learning: the warm start's fingerprint")
-        warm = restored
+        restore_warm_start(args, warm)
     print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
     for method, seed in schedule(args.methods, args.seeds):
         path = RESULTS / f"{method}-s{seed}.json"
