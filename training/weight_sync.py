@@ -1,14 +1,8 @@
 """Hot-swap trained weights into the running vLLM server, verified, with rollback.
 
 Two ways, both over HTTP, so they work on CPU and GPU alike (TRL's own vLLM weight sync
-needs CUDA/NCCL):
-
-* `lora`: the adapter is written in PEFT format and loaded with vLLM's runtime adapter
-  API under the stable served name (`/v1/load_lora_adapter`, `load_inplace`); clients
-  asking for that name get the new adapter from the next request on.
-* `full`: base + adapter are merged into a full checkpoint and reloaded in place
-  (`/collective_rpc reload_weights`) between `/pause?mode=keep` and `/resume`, so
-  in-flight requests are frozen, not failed, and finish on the new weights.
+needs CUDA/NCCL): `lora` loads the adapter under the stable served name, `full` reloads a
+merged checkpoint in place (`seal_graph.serving.weights`).
 
 Every swap is verified. The server answers the probe's prompt greedily with the logprob
 of each token it chose (an ordinary completion request, safe to batch with any other
@@ -17,7 +11,9 @@ traffic; `prompt_logprobs` batched with another request kills a LoRA-enabled vll
 difference must be within a tolerance set per serving dtype (float32 servers agree with
 the trainer to ~0.01 nats, bf16 ones to ~0.1; measured, `ServerSettings.dtype`). Stale
 or wrong weights answer with their own distribution and differ by far more. A mismatch
-(or a failed load) rolls back to the previous weights and is reported.
+(or a failed load) rolls back to the previous weights and is reported. A verified swap
+is published on the server's policy card, so its clients see the new version in the
+`X-Seal-Policy-Version` header of every answer.
 """
 
 from __future__ import annotations
@@ -32,6 +28,8 @@ from pydantic import BaseModel, Field
 
 from seal_graph.errors import ServerError
 from seal_graph.serving import ModelEndpoint
+from seal_graph.serving.policy_card import PolicyCard
+from seal_graph.serving.weights import ServerWeights
 
 
 class Probe(BaseModel):
@@ -86,48 +84,30 @@ class WeightSync:
         timeout_s: float = 300.0,
     ) -> None:
         self.endpoint, self.method, self.tolerance = endpoint, method, tolerance
-        self._http = httpx.Client(
-            timeout=timeout_s, headers={"Authorization": f"Bearer {endpoint.api_key}"}
-        )
+        self.server = ServerWeights(endpoint, timeout_s)
         self.current: Path | None = None  # what the server serves now
+        self.version = "base"
+
+    @property
+    def card(self) -> PolicyCard:
+        """What the server serves, as its clients see it."""
+        weights = str(self.current) if self.current is not None else None
+        return PolicyCard(version=self.version, weights=weights, method=self.method)
 
     def close(self) -> None:
-        self._http.close()
+        self.server.close()
 
     def restore(self) -> None:
         """Load the current weights again (after the server restarted without them)."""
         if self.current is not None:
-            self._load(self.current)
-
-    def _post(self, path: str, **kwargs) -> httpx.Response:
-        response = self._http.post(f"{self.endpoint.server_root}{path}", **kwargs)
-        if response.status_code >= 400:
-            raise ServerError(f"{path} answered HTTP {response.status_code}: {response.text[:500]}")
-        return response
+            self.server.restore(self.card)
 
     def _load(self, weights: Path) -> None:
-        if self.method == "lora":
-            self._post(
-                "/v1/load_lora_adapter",
-                json={
-                    "lora_name": self.endpoint.model,
-                    "lora_path": str(weights),
-                    "load_inplace": True,
-                },
-            )
-            return
-        self._post("/pause", params={"mode": "keep"})
-        try:
-            self._post(
-                "/collective_rpc",
-                json={"method": "reload_weights", "kwargs": {"weights_path": str(weights)}},
-            )
-        finally:
-            self._post("/resume")
+        self.server.load(self.method, weights)
 
     def served_answer(self, probe: Probe) -> tuple[list[int], list[float]]:
         """The server's greedy answer to the probe: its token ids and their logprobs."""
-        response = self._post(
+        response = self.server.post(
             "/v1/completions",
             json={
                 "model": self.endpoint.model,
@@ -168,7 +148,8 @@ class WeightSync:
                     f"(max {diff:.4f}; tolerance {self.tolerance})"
                 ),
             )
-        self.current = weights
+        self.current, self.version = weights, version
+        self.server.publish(self.card)
         return SwapReport(
             ok=True,
             method=self.method,

@@ -19,6 +19,7 @@ from typing import Literal
 
 from seal_graph.errors import InstallError
 from seal_graph.paths import home
+from seal_graph.serving.policy_card import MIDDLEWARE as POLICY_CARD_MIDDLEWARE
 from seal_graph.serving.settings import ServerSettings
 
 Platform = Literal["cpu", "gpu"]
@@ -107,6 +108,8 @@ def server_command(
         "--generation-config",
         "vllm",
         "--disable-log-stats",
+        "--middleware",  # the policy card: which weights answer (X-Seal-Policy-Version)
+        POLICY_CARD_MIDDLEWARE,
     ]
     if settings.max_model_len:
         cmd += ["--max-model-len", str(settings.max_model_len)]

@@ -34,7 +34,9 @@ from seal_graph.serving.launch import (
     server_environment,
     serving_dtype,
 )
+from seal_graph.serving.policy_card import PolicyCard
 from seal_graph.serving.settings import ServerSettings
+from seal_graph.serving.weights import ServerWeights
 
 _console = Console(stderr=True)
 _LOG_TAIL_LINES = 40
@@ -95,6 +97,8 @@ class ModelServer:
         self._stopping = threading.Event()
         self.supervision_failed: str | None = None
         """Why a supervised restart failed (the server is gone for good), if it did."""
+        self.card = PolicyCard()
+        """The policy card last read from the server while it ran (supervised servers)."""
 
     @classmethod
     def start(cls, settings: ServerSettings | None = None, **overrides: Any) -> ModelServer:
@@ -154,12 +158,19 @@ class ModelServer:
         self, on_restart: Callable[[], None] | None = None, poll_s: float = 1.0
     ) -> ModelServer:
         """Watch the process from a background thread; if it dies while the run still
-        needs it, restart it and call `on_restart` (e.g. reload the trained weights).
-        Clients' retries (tenacity, up to `SEAL_GRAPH_RETRY_BUDGET_S`) ride it out."""
+        needs it, restart it and bring back the weights it served: `on_restart` (the
+        owner reloads its trained weights), else those on the policy card it showed last
+        (a trainer attached to `seal-graph serve` swapped them in). Clients' retries
+        (tenacity, up to `SEAL_GRAPH_RETRY_BUDGET_S`) ride it out."""
 
         def watch() -> None:
+            weights = ServerWeights(self.endpoint)
+            polls = 0
             while not self._stopping.wait(poll_s):
                 if self.process.poll() is None:
+                    polls += 1
+                    if on_restart is None and polls % 5 == 0:
+                        self._read_card(weights)
                     continue
                 _console.print(
                     f"[bold red]seal-graph[/]: the vLLM server at {self.endpoint.base_url} "
@@ -170,13 +181,24 @@ class ModelServer:
                     self.restart()
                     if on_restart is not None:
                         on_restart()
+                    elif self.card.weights:
+                        weights.restore(self.card)
+                        _console.print(
+                            f"[bold]seal-graph[/]: restored {self.card.version} "
+                            f"({self.card.method} weights {self.card.weights})"
+                        )
                 except Exception as exc:  # reported; the clients' retries then fail clearly
                     _console.print(f"[bold red]seal-graph[/]: restart failed: {exc}")
                     self.supervision_failed = f"{type(exc).__name__}: {exc}"
                     return
+            weights.close()
 
         threading.Thread(target=watch, name="seal-graph-server-watch", daemon=True).start()
         return self
+
+    def _read_card(self, weights: ServerWeights) -> None:
+        with contextlib.suppress(Exception):  # a busy or dying server: try again later
+            self.card = weights.card() or self.card
 
     def _wait_until_healthy(self) -> None:
         deadline = time.monotonic() + self.settings.startup_timeout_s
