@@ -125,14 +125,17 @@ class ModelServer:
             raise
         return server
 
-    def _spawn(self) -> None:
-        """Start the server process (same port, key and model on every restart)."""
-        cmd = server_command(
+    def command(self) -> list[str]:
+        """The server's argv (a benchmark's plain-vLLM anchor overrides it)."""
+        return server_command(
             self.settings, self.model_dir, chat_template_path(), self.port, self.dtype
         )
+
+    def _spawn(self) -> None:
+        """Start the server process (same port, key and model on every restart)."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # the server outlives this call; stop() ends it
-                cmd,
+                self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
