@@ -111,7 +111,7 @@ def render_table(summary: EvalSummary) -> Table:
 
 
 async def evaluate(
-    env_name: str,
+    env_name: str | Environment,
     endpoint: ModelEndpoint,
     *,
     split: str,
@@ -125,7 +125,7 @@ async def evaluate(
     step limits and the concurrency; temperature 0 and one episode per task always).
     BFCL runs are also written as `bfcl evaluate` result files under `bfcl_model_name`
     (a model name BFCL has registered; see `seal_graph.tools.bfcl.export`)."""
-    env = registry.get_environment(env_name)
+    env = registry.resolve_environment(env_name)  # a name, or an object from Python
     tasks = select_tasks(env, split, categories, limit)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = TraceStore(out_dir / "traces.sqlite")

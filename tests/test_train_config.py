@@ -132,3 +132,20 @@ def test_algorithms_fill_what_they_fix_when_the_config_leaves_it_out() -> None:
     assert (eto.ablation.adaptation, eto.ablation.reweighting) == (True, False)
     vanilla = load_config(None, "cpu", algo="vanilla-grpo")
     assert vanilla.weighting_mode == "none" and not vanilla.ablation.adaptation
+
+
+def test_an_environment_object_from_python_is_registered_under_its_name() -> None:
+    from seal_graph.environment import Task
+    from seal_graph.records import Verdict
+    from seal_graph.registry import get_environment
+    from seal_graph.tools.langchain_env import from_langchain_tools
+
+    tasks = [Task(id="q0", turns=["Say yes."])]
+    env = from_langchain_tools(
+        "python-object-env",
+        tasks={"train": tasks, "test": tasks},
+        tools=[],
+        verify=lambda *_: Verdict(reward=0.0, success=False),
+    )
+    config = load_config(None, "cpu", env=env)
+    assert config.env == "python-object-env" and get_environment(config.env) is env

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -96,8 +97,9 @@ class TrainConfig(BaseModel):
 
     env: str = Field(
         default="kv-calc",
-        description="Environment: kv-calc, bfcl, bfcl-strict, 'package.module:factory', or "
-        "a registered name.",
+        description="Environment: kv-calc, bfcl, bfcl-strict, 'package.module:factory', a "
+        "registered name, or (from Python) an `Environment` object, registered under its "
+        "name.",
     )
     model: str | None = Field(default=None, description="Checkpoint dir; None = bundled.")
     algo: Algo = Field(
@@ -145,6 +147,19 @@ class TrainConfig(BaseModel):
         default_factory=JudgeSettings,
         description="Optional LLM judge for `unverified` turns in the diagnose stage.",
     )
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _register_environment_object(cls, value: Any) -> Any:
+        """An environment object from Python: the loop, its graphs and episodes refer to
+        environments by name, so it is registered under its own."""
+        from seal_graph.environment import Environment
+
+        if not isinstance(value, Environment):
+            return value
+        from seal_graph.registry import register_environment
+
+        return register_environment(value)
 
     @model_validator(mode="after")
     def _algorithm_settings(self, info: ValidationInfo) -> TrainConfig:
