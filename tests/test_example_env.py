@@ -55,3 +55,28 @@ def test_a_wrong_note_is_diagnosed_and_a_missing_one_is_a_tool_error(env) -> Non
     episode, _ = asyncio.run(replay_calls(env, task, missing))
     assert episode.tool_events[0].status == "error"
     assert "no note" in episode.tool_events[0].output
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_the_readme_train_command_runs_on_the_example(tmp_path, monkeypatch) -> None:
+    """The README's `seal-graph train --env notes_env:make_env`, from `examples/`, on a
+    small budget: warm start on its references, one iteration, a verified swap, the
+    report (minutes on this machine)."""
+    import json
+    import subprocess
+
+    monkeypatch.chdir(EXAMPLES)
+    config = tmp_path / "small.toml"
+    config.write_text(
+        'preset = "cpu"\niterations = 1\n[warm_start]\nsteps = 4\n'
+        "[rollout]\ntasks_per_iteration = 2\n[eval]\nlimit = 4\n"
+    )
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "seal_graph", "train", "--config", str(config)]
+    command += ["--env", "notes_env:make_env", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (iteration,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert iteration["rollout"]["episodes"] == 8 and iteration["swap"]["ok"]
+    assert "notes" in (out / "report.md").read_text()
