@@ -404,6 +404,12 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         )
     lines += [
         "",
+        "Minutes per run are the loop stages' wall time (rollouts, training, swaps, "
+        "evaluations; server start-ups left out), so a run interrupted and resumed "
+        "counts each iteration once. The shared warm start is the bundled model with the "
+        "adapter kept in `docs/results/learning/warm-start-adapter/` merged in (CPU SFT "
+        "is not bitwise reproducible; a fresh checkout rebuilds the checkpoint from it).",
+        "",
         "![training success per iteration; SEAL's failure labels](learning_curves.png)",
         "",
         "Per run: training success and zero-signal groups per iteration.",
