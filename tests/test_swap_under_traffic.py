@@ -128,6 +128,7 @@ def test_outside_requests_never_fail_through_swaps_and_a_restart(tmp_path, token
         adapter = policy.save_adapter(tmp_path / "adapter")
         merged = policy.save_merged(tmp_path / "merged")
         prompt = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True)
+        prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt  # a BatchEncoding
         probe = Probe(prompt_token_ids=list(prompt), completion_token_ids=[0] * 8)
         score = policy.completion_logprobs
         lora = WeightSync(server.endpoint.model_copy(update={"model": AGENT}), "lora", 0.02)
