@@ -62,7 +62,6 @@ EXTRA_METHODS: dict[str, dict[str, Any]] = {
     "seal-no-reweighting": {"algo": "seal", "ablation": {"reweighting": False}},
 }
 BASELINE = "vanilla-grpo"
-STAGES = ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
 
 
 def cpu_config(**overrides: Any) -> Any:
@@ -206,6 +205,7 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
 def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One method, one seed: the loop from the warm start, then its final evaluation."""
     from seal_graph.training.metrics import history_of
+    from seal_graph.training.report import STAGES
     from seal_graph.training.run import run_training
 
     out = args.out / f"{method}-s{seed}"

@@ -349,14 +349,15 @@ def bench_main_command(work: Path) -> dict:
     began = time.perf_counter()
     subprocess.run(command, cwd=clone, env={**os.environ, "SEAL_GRAPH_HOME": str(home)}, check=True)
     seconds = time.perf_counter() - began
-    rows = [
-        json.loads(line) for line in (clone / "runs/cpu/metrics.jsonl").read_text().splitlines()
-    ]
+    from seal_graph.training.metrics import history_of
+    from seal_graph.training.report import STAGES
+
+    lines = (clone / "runs/cpu/metrics.jsonl").read_text().splitlines()
     stages = {
-        f"iteration {r['iteration']} {stage}": round(r[stage]["seconds"], 1)
-        for r in rows
-        for stage in ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
-        if isinstance(r.get(stage), dict) and r[stage].get("seconds")
+        f"iteration {r.iteration} {stage}": round(r.stage_seconds(stage), 1)
+        for r in history_of([json.loads(line) for line in lines])
+        for stage in STAGES
+        if r.stage_seconds(stage)
     }
     result = {"seconds": round(seconds, 1), "stages": stages}
     print(json.dumps({"main": result}), flush=True)

@@ -168,6 +168,12 @@ class ModelServer:
 
         def watch() -> None:
             weights = ServerWeights(self.endpoint)
+            try:
+                watch_with(weights)
+            finally:
+                weights.close()
+
+        def watch_with(weights: ServerWeights) -> None:
             polls = 0
             while not self._stopping.wait(poll_s):
                 if self.process.poll() is None:
@@ -194,7 +200,6 @@ class ModelServer:
                     _console.print(f"[bold red]seal-graph[/]: restart failed: {exc}")
                     self.supervision_failed = f"{type(exc).__name__}: {exc}"
                     return
-            weights.close()
 
         threading.Thread(target=watch, name="seal-graph-server-watch", daemon=True).start()
         return self

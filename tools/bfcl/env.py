@@ -106,7 +106,11 @@ class BFCLSession(EnvSession):
         self._tools = {
             d["name"]: self._tool(d, methods[d["name"]], parameters_schema(d)) for d in docs
         }
-        self._unchecked = [self._tool(d, methods[d["name"]], UNCHECKED_ARGUMENTS) for d in docs]
+        self._unchecked = (  # only official scoring runs calls on these
+            [self._tool(d, methods[d["name"]], UNCHECKED_ARGUMENTS) for d in docs]
+            if scoring == "official"
+            else []
+        )
 
     def _tool(self, doc: dict[str, Any], method: Callable[..., Any], schema: dict) -> BaseTool:
         def run(**kwargs: Any) -> str:
