@@ -409,6 +409,7 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "counts each iteration once. The shared warm start is the bundled model with the "
         "adapter kept in `docs/results/learning/warm-start-adapter/` merged in (CPU SFT "
         "is not bitwise reproducible; a fresh checkout rebuilds the checkpoint from it).",
+        *([f"Warm start minutes: {warm['minutes_note']}."] if "minutes_note" in warm else []),
         "",
         "![training success per iteration; SEAL's failure labels](learning_curves.png)",
         "",
