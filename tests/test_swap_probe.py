@@ -1,0 +1,83 @@
+"""The swap probe's reference answer: the trainer scores ahead, a different answer is
+scored after (no server: `served_answer` is replaced by what a server would answer)."""
+
+from __future__ import annotations
+
+from seal_graph.serving import ModelEndpoint
+from seal_graph.training.weight_sync import Probe, WeightSync, reference_probe
+
+PROMPT = [1, 2, 3]
+
+
+class Trainer:
+    """Greedy answer 7, 8, 9, ...; every token's logprob -0.5; counts scoring calls."""
+
+    def __init__(self) -> None:
+        self.scored: list[list[int]] = []
+
+    def greedy(self, prompt: list[int], max_new_tokens: int) -> list[int]:
+        return list(range(7, 7 + max_new_tokens))
+
+    def score(self, prompt: list[int], completion: list[int]) -> list[float]:
+        self.scored.append(completion)
+        return [-0.5] * len(completion)
+
+
+class AnsweringSync(WeightSync):
+    """A weight sync whose server answers with fixed tokens and logprobs."""
+
+    def __init__(self, tokens: list[int], logprobs: list[float]) -> None:
+        endpoint = ModelEndpoint(base_url="http://127.0.0.1:1/v1", model="m", api_key="k")
+        super().__init__(endpoint, "lora")
+        self.answer = tokens, logprobs
+        self.asked: list[int] = []
+
+    def served_answer(self, probe: Probe) -> tuple[list[int], list[float]]:
+        self.asked.append(probe.answer_tokens)
+        return self.answer
+
+
+def test_reference_probe_holds_the_trainers_answer_and_its_logprobs() -> None:
+    trainer = Trainer()
+    probe = reference_probe(
+        Probe(prompt_token_ids=PROMPT, completion_token_ids=[0] * 12),
+        trainer.greedy,
+        trainer.score,
+        tokens=4,
+    )
+    assert probe.completion_token_ids == [7, 8, 9, 10]
+    assert probe.completion_logprobs == [-0.5] * 4
+    assert probe.answer_tokens == 4  # the server is asked for as many, not 12
+
+
+def test_the_same_served_answer_is_checked_without_scoring_inside_the_swap() -> None:
+    trainer = Trainer()
+    probe = reference_probe(
+        Probe(prompt_token_ids=PROMPT, completion_token_ids=[0]),
+        trainer.greedy,
+        trainer.score,
+        tokens=4,
+    )
+    trainer.scored.clear()
+    sync = AnsweringSync([7, 8, 9, 10], [-0.5, -0.5, -0.6, -0.5])
+    mean, largest = sync.gap(probe, trainer.score)
+    assert trainer.scored == [] and sync.asked == [4]
+    assert abs(mean - 0.025) < 1e-9 and abs(largest - 0.1) < 1e-9
+    # an answer cut short by the end of sequence is a prefix: still no scoring
+    sync.answer = [7, 8], [-0.5, -0.5]
+    assert sync.gap(probe, trainer.score) == (0.0, 0.0) and trainer.scored == []
+
+
+def test_a_different_served_answer_is_scored_by_the_trainer() -> None:
+    trainer = Trainer()
+    probe = reference_probe(
+        Probe(prompt_token_ids=PROMPT, completion_token_ids=[0]),
+        trainer.greedy,
+        trainer.score,
+        tokens=4,
+    )
+    trainer.scored.clear()
+    sync = AnsweringSync([7, 8, 42, 10], [-0.5, -0.5, -3.0, -0.5])
+    mean, largest = sync.gap(probe, trainer.score)  # stale weights answer differently
+    assert trainer.scored == [[7, 8, 42, 10]]
+    assert abs(largest - 2.5) < 1e-9 and mean > 0.6
