@@ -362,7 +362,9 @@ def bench_main_command(work: Path) -> dict:
         for stage in STAGES
         if r.stage_seconds(stage)
     }
-    result = {"seconds": round(seconds, 1), "stages": stages}
+    report = (clone / "runs/cpu/report.md").read_text(encoding="utf-8").splitlines()
+    learning = next(line for line in report if line.startswith("Evaluation success"))
+    result = {"seconds": round(seconds, 1), "stages": stages, "learning": learning}
     print(json.dumps({"main": result}), flush=True)
     return result
 
@@ -484,6 +486,8 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "| stage | seconds |",
             "|---|---|",
             *(f"| {name} | {value} |" for name, value in m["stages"].items()),
+            "",
+            f"What the run learned (its report): {m.get('learning', 'not recorded')}",
         ]
     path = ROOT / "docs/results/performance.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
