@@ -364,6 +364,52 @@ def plot_curves(runs: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def against_targets(table: dict, runs: list[dict], planned_seeds: int) -> list[str]:
+    """The issue's numbers, each marked met or missed, and what the runs show about why."""
+    seal, warm = table["methods"].get("seal"), table["warm_start"]
+    if seal is None:
+        return []
+
+    def verdict(ok: bool) -> str:
+        return "**met**" if ok else "**missed**"
+
+    gain, over_vanilla = seal["delta_warm_start"], seal.get("delta_vanilla")
+    ratios = [r["forwarded_per_episode_token"] for r in runs if r["forwarded_per_episode_token"]]
+    groups = [c for r in runs for c in r["curve"] if c.get("groups")]
+    silent = sum(c["zero_signal_groups"] for c in groups)
+    total = sum(c["groups"] for c in groups)
+    lines = [
+        "",
+        f"## Against the targets (SEAL = trajectory weights; {seal['seeds']} of "
+        f"{planned_seeds} seeds)",
+        "",
+        f"- SEAL >= +15 points over the warm start on test (greedy), interval excluding 0: "
+        f"{_cell(gain)}: {verdict(gain['mean'] >= 15 and gain['ci'][0] > 0)}.",
+        f"- SEAL >= +5 points over vanilla GRPO at equal budget: {_cell(over_vanilla)}: "
+        + (verdict(over_vanilla["mean"] >= 5) if over_vanilla else "not measured yet")
+        + ".",
+        f"- SEAL on `ood` above the warm start: {_score(seal['ood'])} vs "
+        f"{_score(warm['ood'])}: {verdict(seal['ood']['mean'] > warm['ood']['mean'])}.",
+    ]
+    if ratios:
+        lines.append(
+            f"- Training tokens forwarded per token of the trained episodes <= 1.3: "
+            f"{statistics.fmean(ratios):.2f} on average over {len(ratios)} runs "
+            f"(largest {max(ratios):.2f}): {verdict(statistics.fmean(ratios) <= 1.3)}."
+        )
+    if total:
+        lines.append(
+            f"- What limits the signal: {silent} of {total} GRPO groups "
+            f"({100 * silent / total:.0f}%) had one reward for all their episodes, so no "
+            "gradient; training success at the rollout temperature averages "
+            f"{100 * statistics.fmean(c['train_success'] for c in groups):.0f}% (per-run "
+            "table below), against "
+            f"{100 * statistics.fmean(r['test']['success'] for r in runs):.0f}% greedy "
+            "test success after training."
+        )
+    return lines
+
+
 def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list[Path]:
     """learning.json and learning.md from the result files; returns what was written."""
     docs = RESULTS.parent
@@ -410,6 +456,7 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "adapter kept in `docs/results/learning/warm-start-adapter/` merged in (CPU SFT "
         "is not bitwise reproducible; a fresh checkout rebuilds the checkpoint from it).",
         *([f"Warm start minutes: {warm['minutes_note']}."] if "minutes_note" in warm else []),
+        *against_targets(table, runs, len(args.seeds)),
         "",
         "![training success per iteration; SEAL's failure labels](learning_curves.png)",
         "",
