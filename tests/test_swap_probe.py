@@ -37,14 +37,16 @@ class AnsweringSync(WeightSync):
         return self.answer
 
 
+def referenced(trainer: Trainer, served: list[int]) -> Probe:
+    """A probe answered ahead by the trainer (4 tokens), its scoring calls then forgotten."""
+    probe = Probe(prompt_token_ids=PROMPT, completion_token_ids=served)
+    probe = reference_probe(probe, trainer.greedy, trainer.score, tokens=4)
+    trainer.scored.clear()
+    return probe
+
+
 def test_reference_probe_holds_the_trainers_answer_and_its_logprobs() -> None:
-    trainer = Trainer()
-    probe = reference_probe(
-        Probe(prompt_token_ids=PROMPT, completion_token_ids=[0] * 12),
-        trainer.greedy,
-        trainer.score,
-        tokens=4,
-    )
+    probe = referenced(Trainer(), served=[0] * 12)
     assert probe.completion_token_ids == [7, 8, 9, 10]
     assert probe.completion_logprobs == [-0.5] * 4
     assert probe.answer_tokens == 4  # the server is asked for as many, not 12
@@ -52,13 +54,7 @@ def test_reference_probe_holds_the_trainers_answer_and_its_logprobs() -> None:
 
 def test_the_same_served_answer_is_checked_without_scoring_inside_the_swap() -> None:
     trainer = Trainer()
-    probe = reference_probe(
-        Probe(prompt_token_ids=PROMPT, completion_token_ids=[0]),
-        trainer.greedy,
-        trainer.score,
-        tokens=4,
-    )
-    trainer.scored.clear()
+    probe = referenced(trainer, served=[0])
     sync = AnsweringSync([7, 8, 9, 10], [-0.5, -0.5, -0.6, -0.5])
     mean, largest = sync.gap(probe, trainer.score)
     assert trainer.scored == [] and sync.asked == [4]
@@ -70,13 +66,7 @@ def test_the_same_served_answer_is_checked_without_scoring_inside_the_swap() -> 
 
 def test_a_different_served_answer_is_scored_by_the_trainer() -> None:
     trainer = Trainer()
-    probe = reference_probe(
-        Probe(prompt_token_ids=PROMPT, completion_token_ids=[0]),
-        trainer.greedy,
-        trainer.score,
-        tokens=4,
-    )
-    trainer.scored.clear()
+    probe = referenced(trainer, served=[0])
     sync = AnsweringSync([7, 8, 42, 10], [-0.5, -0.5, -3.0, -0.5])
     mean, largest = sync.gap(probe, trainer.score)  # stale weights answer differently
     assert trainer.scored == [[7, 8, 42, 10]]
