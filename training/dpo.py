@@ -21,6 +21,7 @@ TRL's sigmoid DPO loss, optimiser and logging are unchanged.
 from __future__ import annotations
 
 import random
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -183,5 +184,6 @@ def dpo_step(
         reward_margin=float(logged[-1]["rewards/margins"]) if logged else 0.0,
         reward_accuracy=float(logged[-1].get("rewards/accuracies", 0.0)) if logged else 0.0,
         seconds=time.perf_counter() - began,
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
     return metrics

@@ -274,7 +274,10 @@ def negative_statistics(negatives: list[Trajectory]) -> dict[str, float]:
 
 
 def _dpo_summary(metrics: dict[str, float]) -> dict[str, float]:
-    keys = ("pairs", "beta", "train_loss", "reward_margin", "reward_accuracy", "seconds")
+    keys = (
+        "pairs", "beta", "train_loss", "reward_margin", "reward_accuracy", "seconds",
+        "peak_rss_mb",
+    )  # fmt: skip
     return {k: metrics[k] for k in keys if k in metrics}
 
 
