@@ -486,6 +486,8 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "| stage | seconds |",
             "|---|---|",
             *(f"| {name} | {value} |" for name, value in m["stages"].items()),
+            f"| outside the loop's stages (model conversion, server start, evaluation before "
+            f"training, warm start, report) | {m['seconds'] - sum(m['stages'].values()):.1f} |",
             "",
             f"What the run learned (its report): {m.get('learning', 'not recorded')}",
         ]
