@@ -21,7 +21,6 @@ TRL's sigmoid DPO loss, optimiser and logging are unchanged.
 from __future__ import annotations
 
 import random
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,12 @@ from datasets import Dataset
 from trl import DPOConfig, DPOTrainer
 from trl.trainer.dpo_trainer import DataCollatorForPreference
 
-from seal_graph.training.compute import release_mixed_precision, trainer_compute_args, use_bf16
+from seal_graph.training.compute import (
+    peak_rss_mb,
+    release_mixed_precision,
+    trainer_compute_args,
+    use_bf16,
+)
 from seal_graph.training.preferences import PreferencePair, prompt_length
 from seal_graph.training.settings import DPOSettings
 from seal_graph.training.trajectories import rendered_trajectory
@@ -184,6 +188,6 @@ def dpo_step(
         reward_margin=float(logged[-1]["rewards/margins"]) if logged else 0.0,
         reward_accuracy=float(logged[-1].get("rewards/accuracies", 0.0)) if logged else 0.0,
         seconds=time.perf_counter() - began,
-        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        peak_rss_mb=peak_rss_mb(),
     )
     return metrics

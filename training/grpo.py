@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import random
-import resource
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from trl import GRPOConfig, GRPOTrainer
 
 from seal_graph.records import TrainingSample
-from seal_graph.training.compute import release_mixed_precision, trainer_compute_args
+from seal_graph.training.compute import peak_rss_mb, release_mixed_precision, trainer_compute_args
 from seal_graph.training.settings import OptimConfig
 
 
@@ -267,7 +266,7 @@ def grpo_step(
         if metrics.get("train_runtime")
         else 0.0,
         agent_tokens=float(counts["agent"]),
-        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        peak_rss_mb=peak_rss_mb(),
         **mismatch,
     )
     return trainer, metrics
