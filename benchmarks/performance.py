@@ -155,7 +155,8 @@ def bench_rollout(
 
 def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tuple:
     """Three verified swaps while 8 client streams (no retries) ask for the swapped name:
-    (median seconds per swap, requests answered, requests failed)."""
+    (median seconds per swap, median of those spent loading, requests answered, requests
+    failed)."""
     endpoint = sync.endpoint
     stop = asyncio.Event()
     outcome = {"ok": 0, "failed": 0}
@@ -174,20 +175,22 @@ def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tup
                 except openai.OpenAIError:
                     outcome["failed"] += 1
 
-    async def swaps() -> float:
+    async def swaps() -> list:
         streams = [asyncio.create_task(stream()) for _ in range(8)]
         await asyncio.sleep(2)
-        times = []
+        reports = []
         for index in range(3):
             report = await asyncio.to_thread(sync.swap, weights, f"s{index}", probe, score)
             assert report.ok, report.error
-            times.append(report.seconds)
+            reports.append(report)
         stop.set()
         await asyncio.gather(*streams)
-        return statistics.median(times)
+        return reports
 
-    seconds = asyncio.run(swaps())
-    return seconds, outcome["ok"], outcome["failed"]
+    reports = asyncio.run(swaps())
+    seconds = statistics.median(r.seconds for r in reports)
+    loading = statistics.median(r.load_seconds for r in reports)
+    return seconds, loading, outcome["ok"], outcome["failed"]
 
 
 def bench_swap(work: Path) -> dict:
@@ -218,12 +221,16 @@ def bench_swap(work: Path) -> dict:
     with ModelServer.start(ServerSettings(served_model_name="seal-agent-base")) as server:
         lora = WeightSync(server.endpoint.model_copy(update={"model": "seal-agent"}), "lora")
         assert lora.swap(adapter, "first", probe, expected).ok  # the name exists from here
-        result["lora_s"], ok, failed = swaps_under_traffic(lora, adapter, probe, expected)
+        result["lora_s"], result["lora_load_s"], ok, failed = swaps_under_traffic(
+            lora, adapter, probe, expected
+        )
         result.update(requests_during_lora_swaps=ok, failed_during_lora_swaps=failed)
         lora.close()
     with ModelServer.start(ServerSettings(enable_lora=False)) as server:
         full = WeightSync(server.endpoint, "full")
-        result["full_s"], ok, failed = swaps_under_traffic(full, merged, probe, expected)
+        result["full_s"], result["full_load_s"], ok, failed = swaps_under_traffic(
+            full, merged, probe, expected
+        )
         result.update(requests_during_swaps=ok, failed_during_swaps=failed)
         began = time.perf_counter()
         server.restart()
@@ -428,12 +435,15 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "a server started without LoRA (in-flight requests are paused, not failed). The "
             "probe is an ordinary greedy completion with logprobs, safe beside other traffic.",
             "",
-            "| LoRA load | requests / failed during LoRA loads | full in-place reload | "
-            "requests / failed during full reloads | server restart |",
+            "| LoRA swap (of it loading) | requests / failed during LoRA swaps | full "
+            "in-place reload (of it loading) | requests / failed during full reloads | "
+            "server restart |",
             "|---|---|---|---|---|",
-            f"| {s['lora_s']} s | {s.get('requests_during_lora_swaps', '—')} / "
-            f"{s.get('failed_during_lora_swaps', '—')} | {s['full_s']} s | "
-            f"{s['requests_during_swaps']} / {s['failed_during_swaps']} | {s['restart_s']} s |",
+            f"| {s['lora_s']} s ({s.get('lora_load_s', '—')} s) | "
+            f"{s.get('requests_during_lora_swaps', '—')} / "
+            f"{s.get('failed_during_lora_swaps', '—')} | {s['full_s']} s "
+            f"({s.get('full_load_s', '—')} s) | {s['requests_during_swaps']} / "
+            f"{s['failed_during_swaps']} | {s['restart_s']} s |",
             "",
             f"Restart / full reload = {s['restart_s'] / s['full_s']:.0f}x; "
             f"restart / LoRA = {s['restart_s'] / s['lora_s']:.0f}x.",

@@ -18,6 +18,7 @@ from seal_graph.store import TraceStore
 
 store = TraceStore(sys.argv[1])
 store.ensure_run("r", "toy")
+print("writing", flush=True)  # imports done (their time varies by machine and load)
 start = int(sys.argv[2])
 for i in range(start, start + 100_000):
     n = 1 + i % 7
@@ -59,10 +60,16 @@ def test_store_survives_repeated_kill_9_during_writes(tmp_path, record_reliabili
     rng = random.Random(0)
     written = 0
     for round_ in range(KILLS):
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(round_ * 10**6)])
-        time.sleep(rng.uniform(1.0, 2.5))  # imports take ~1 s, then it writes flat out
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(round_ * 10**6)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        time.sleep(rng.uniform(0.1, 1.5))  # it writes flat out from here
         writer.kill()  # SIGKILL, mid-transaction more often than not
         writer.wait()
+        writer.stdout.close()
         integrity, orphans, rows = _counts(path)
         assert integrity == "ok" and orphans == 0
         assert all(n == turns == calls == events for n, turns, calls, events in rows)

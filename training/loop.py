@@ -182,6 +182,7 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     return {
         "ok": report.ok,
         "seconds": report.seconds,
+        "load_seconds": report.load_seconds,
         "write_seconds": written,
         "reference_seconds": referenced,
         "max_logprob_diff": report.max_logprob_diff,

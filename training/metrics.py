@@ -87,6 +87,8 @@ class TrainMetrics(_Stage):
 
 class SwapMetrics(_Stage):
     ok: bool = True
+    load_seconds: float | None = None
+    """Of the swap's seconds, loading the weights; the rest is the probe's answer."""
     max_logprob_diff: float | None = None
     mean_logprob_diff: float | None = None
     probe_change: float | None = None

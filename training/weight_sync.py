@@ -92,6 +92,9 @@ class SwapReport(BaseModel):
     method: Literal["lora", "full"]
     version: str
     seconds: float = Field(description="From the request to a verified answer.")
+    load_seconds: float | None = Field(
+        default=None, description="Of which loading the weights (the rest is the probe)."
+    )
     max_logprob_diff: float | None = None
     mean_logprob_diff: float | None = None
     rolled_back: bool = False
@@ -172,6 +175,7 @@ class WeightSync:
         began = time.perf_counter()
         try:
             self._load(weights)
+            loaded = time.perf_counter() - began
             mean_gap, diff = self.gap(probe, score)
         except (ServerError, httpx.HTTPError, KeyError, TypeError) as exc:
             return self._rollback(version, began, error=f"{type(exc).__name__}: {exc}")
@@ -192,6 +196,7 @@ class WeightSync:
             method=self.method,
             version=version,
             seconds=time.perf_counter() - began,
+            load_seconds=loaded,
             max_logprob_diff=diff,
             mean_logprob_diff=mean_gap,
         )
