@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from machine import cpu_name, machine, serving_dtype_here  # benchmarks/machine.py
 
@@ -70,14 +70,15 @@ def cpu_config(**overrides: Any) -> Any:
     return load_config(None, "cpu", **overrides)
 
 
-def evaluate_checkpoint(model_dir: Path, samples: int, work: Path) -> dict[str, Any]:
-    """The warm start's evaluation, as a run's final one: greedy and sampled on all
-    `test` tasks, greedy on all `ood` tasks, the base interface, the preset's limits."""
+def evaluate_checkpoint(
+    model_dir: Path, samples: int, temperature: float, work: Path
+) -> dict[str, Any]:
+    """The warm start's evaluation, as a run's final one: greedy and sampled (at the
+    rollout temperature) on all `test` tasks, greedy on all `ood` tasks, the base
+    interface, the preset's limits."""
     config = cpu_config()
     greedy = config.rollout.greedy(config.eval.max_tokens)
-    sampled = greedy.model_copy(
-        update={"temperature": config.rollout.temperature, "group_size": samples}
-    )
+    sampled = greedy.model_copy(update={"temperature": temperature, "group_size": samples})
     store = TraceStore(work / "traces.sqlite")
     env = get_environment("kv-calc")
     result: dict[str, Any] = {}
@@ -104,29 +105,37 @@ def evaluate_checkpoint(model_dir: Path, samples: int, work: Path) -> dict[str, 
 
 
 async def rollouts(
-    server: ModelServer, tasks: list[str], store: TraceStore, run_id: str, settings: RolloutSettings
+    server: ModelServer,
+    tasks: list[str],
+    store: TraceStore,
+    run_id: str,
+    settings: RolloutSettings,
+    mode: Literal["train", "eval"] = "eval",
 ) -> None:
     await run_rollouts(
         "kv-calc", server.endpoint, tasks, store=store, run_id=run_id, settings=settings,
-        mode="eval", keep_episodes=False,
+        mode=mode, keep_episodes=False,
     )  # fmt: skip
 
 
-def train_warm_start(target: Path, work: Path) -> dict[str, Any]:
-    """SFT of the bundled model on kv-calc's expert episodes, merged into `target`; the
-    adapter is kept in the repository (`ADAPTER`, ~20 MB): SFT on CPU is not bitwise
-    reproducible, so a later session (a fresh checkout has no runs/) rebuilds the very
-    checkpoint the finished runs started from by merging it again."""
+def train_warm_start(
+    target: Path, work: Path, steps: int | None = None, adapter: Path = ADAPTER
+) -> dict[str, Any]:
+    """SFT of the bundled model on kv-calc's expert episodes (the `cpu` preset's warm
+    start, or `steps` of it), merged into `target`; the adapter is kept in the repository
+    (`ADAPTER`, ~20 MB): SFT on CPU is not bitwise reproducible, so a later session (a
+    fresh checkout has no runs/) rebuilds the very checkpoint the finished runs started
+    from by merging it again."""
     from seal_graph.bundled_model import ensure_bundled_model
     from seal_graph.training.policy import Policy
     from seal_graph.training.sft import expert_dataset
     from seal_graph.training.sft import warm_start as sft
 
-    config = cpu_config()
+    config = cpu_config(**({"warm_start": {"steps": steps}} if steps else {}))
     policy = Policy(ensure_bundled_model(), config.lora)
     dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
     metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
-    policy.save_adapter(ADAPTER)
+    policy.save_adapter(adapter)
     policy.save_merged(target)
     return metrics
 
@@ -156,13 +165,16 @@ def warm_start(args: argparse.Namespace) -> dict[str, Any]:
     """The shared starting point (SFT on expert episodes, merged) and its evaluation."""
     target = args.out / "warm-start-model"
     began = time.perf_counter()
-    metrics = train_warm_start(target, args.out / "sft")
-    evaluation = evaluate_checkpoint(target, args.eval_samples, args.out / "eval-warm-start")
+    metrics = train_warm_start(target, args.out / "sft", steps=args.warm_steps)
+    temperature = run_config(BASELINE, 0, args).rollout.temperature
+    evaluation = evaluate_checkpoint(
+        target, args.eval_samples, temperature, args.out / "eval-warm-start"
+    )
     return {
         "method": "warm-start",
         **evaluation,
         "sft": metrics,
-        "settings": cpu_config().warm_start.model_dump(),
+        "settings": warm_settings(args),
         "adapter_sha256": fingerprint(ADAPTER),
         "serving_dtype": serving_dtype_here(),
         "machine": machine(),
@@ -183,14 +195,21 @@ def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> None:
     merge_warm_start(args.out / "warm-start-model")
 
 
+def warm_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The shared warm start's SFT settings: the `cpu` preset's, `--warm-steps` steps."""
+    steps = {"steps": args.warm_steps} if args.warm_steps else {}
+    return cpu_config(warm_start=steps).warm_start.model_dump()
+
+
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     spec = {**METHODS, **EXTRA_METHODS}[method]
+    temperature = {"temperature": args.temperature} if args.temperature is not None else {}
     return cpu_config(
         model=str(args.out / "warm-start-model"),
         seed=seed,
         iterations=args.iterations,
         warm_start={"steps": 0},
-        rollout={"tasks_per_iteration": args.tasks, "group_size": args.group},
+        rollout={"tasks_per_iteration": args.tasks, "group_size": args.group, **temperature},
         optim={"max_samples": None, "mini_batches": args.mini_batches},
         dpo={"epochs": 1, "batch_pairs": args.pairs, "max_pairs": args.pairs},
         eval={
@@ -433,7 +452,9 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         + ".",
         "",
         f"Budget per run: {args.iterations} iterations of {args.tasks} tasks x {args.group} "
-        f"episodes from one shared warm start; GRPO takes {args.mini_batches} optimiser "
+        f"episodes at temperature {config.rollout.temperature} from one shared warm start "
+        f"({warm['settings']['steps']} SFT steps of {warm['settings']['batch_size']} expert "
+        f"episodes); GRPO takes {args.mini_batches} optimiser "
         f"steps per iteration over all of its episodes (whole-episode sequences), DPO one "
         f"round of at most {args.pairs} pairs. Evaluation on the base interface: greedy "
         f"and sampled ({args.eval_samples} episodes per task at temperature "
@@ -525,6 +546,14 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="Episodes per task (GRPO group).")
     parser.add_argument("--mini-batches", type=int, default=2, help="GRPO steps per iteration.")
     parser.add_argument("--pairs", type=int, default=8, help="DPO pairs per round.")
+    parser.add_argument(
+        "--warm-steps", type=int, default=None, help="SFT steps of the shared warm start "
+        "(default: the cpu preset's; choose with benchmarks/grpo_signal.py).",
+    )  # fmt: skip
+    parser.add_argument(
+        "--temperature", type=float, default=None,
+        help="Rollout temperature (default: the cpu preset's).",
+    )  # fmt: skip
     parser.add_argument("--eval-samples", type=int, default=1, help="Sampled episodes per task.")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
@@ -552,6 +581,12 @@ def main() -> None:
             commit([warm_file, ADAPTER], "benchmarks/learning: the warm start and its adapter")
     warm = load(warm_file)
     check_same_dtype(warm)
+    if warm["settings"] != warm_settings(args):
+        sys.exit(
+            f"the finished runs in {RESULTS} began from a warm start of "
+            f"{warm['settings']['steps']} SFT steps, not {warm_settings(args)['steps']}: "
+            "resume with the same --warm-steps, or move them away to start over"
+        )
     if not (args.out / "warm-start-model" / "config.json").exists():
         restore_warm_start(args, warm)
     print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
