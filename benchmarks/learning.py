@@ -431,6 +431,21 @@ def against_targets(table: dict, runs: list[dict], planned_seeds: int) -> list[s
             f"{100 * statistics.fmean(r['test']['success'] for r in runs):.0f}% greedy "
             "test success after training."
         )
+    signal = RESULTS.parent / "grpo_signal.json"  # benchmarks/grpo_signal.py
+    if signal.exists():
+        rows = load(signal)["rows"]
+        lines.append(
+            "- Signal by warm start and temperature on training tasks "
+            "([grpo_signal.md](grpo_signal.md)): "
+            + "; ".join(
+                f"{r['warm_steps'] or 'the kept warm start'}"
+                f"{' SFT steps' if r['warm_steps'] else ''} at temperature "
+                f"{r['temperature']}: {100 * r['success']:.0f}% success, "
+                f"{100 * r['mixed_groups']:.0f}% mixed groups"
+                for r in rows
+            )
+            + "."
+        )
     return lines
 
 
