@@ -131,7 +131,7 @@ def train_warm_start(
     from seal_graph.training.sft import expert_dataset
     from seal_graph.training.sft import warm_start as sft
 
-    config = cpu_config(**({"warm_start": {"steps": steps}} if steps else {}))
+    config = cpu_config(warm_start=warm_start_settings(steps))
     policy = Policy(ensure_bundled_model(), config.lora)
     dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
     metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
@@ -174,7 +174,7 @@ def warm_start(args: argparse.Namespace) -> dict[str, Any]:
         "method": "warm-start",
         **evaluation,
         "sft": metrics,
-        "settings": warm_settings(args),
+        "settings": warm_start_settings(args.warm_steps),
         "adapter_sha256": fingerprint(ADAPTER),
         "serving_dtype": serving_dtype_here(),
         "machine": machine(),
@@ -195,10 +195,9 @@ def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> None:
     merge_warm_start(args.out / "warm-start-model")
 
 
-def warm_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The shared warm start's SFT settings: the `cpu` preset's, `--warm-steps` steps."""
-    steps = {"steps": args.warm_steps} if args.warm_steps else {}
-    return cpu_config(warm_start=steps).warm_start.model_dump()
+def warm_start_settings(steps: int | None) -> dict[str, Any]:
+    """The warm start's SFT settings: the `cpu` preset's, with `steps` steps if given."""
+    return cpu_config(warm_start={"steps": steps} if steps else {}).warm_start.model_dump()
 
 
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
@@ -596,10 +595,11 @@ def main() -> None:
             commit([warm_file, ADAPTER], "benchmarks/learning: the warm start and its adapter")
     warm = load(warm_file)
     check_same_dtype(warm)
-    if warm["settings"] != warm_settings(args):
+    asked = warm_start_settings(args.warm_steps)
+    if warm["settings"] != asked:
         sys.exit(
             f"the finished runs in {RESULTS} began from a warm start of "
-            f"{warm['settings']['steps']} SFT steps, not {warm_settings(args)['steps']}: "
+            f"{warm['settings']['steps']} SFT steps, not {asked['steps']}: "
             "resume with the same --warm-steps, or move them away to start over"
         )
     if not (args.out / "warm-start-model" / "config.json").exists():
