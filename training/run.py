@@ -54,6 +54,7 @@ def start_server(
         ServerSettings(
             model=config.model,
             served_model_name=base_name,
+            dtype=config.server_dtype,
             # full swaps reload weights in place: no LoRA, about twice as fast on CPU
             enable_lora=config.swap == "lora" or config.algo == "coevolve-dpo",
             max_lora_rank=_rank(config.lora.r),
