@@ -7,12 +7,11 @@
 One supervised warm start of the bundled model on kv-calc's expert trajectories (the
 `cpu` preset's warm start, at `--warm-steps` SFT steps) is merged into a checkpoint that
 every run starts from, so all methods get the same starting point and the same budget:
-`--iterations` loop
-iterations of `--tasks` x `--group` training episodes, each followed by the algorithm's
-optimiser steps (GRPO: `--mini-batches` steps over the iteration's episodes; DPO: one
-round). Each run ends with greedy and sampled evaluations on all of kv-calc's `test`
-tasks and a greedy one on its `ood` tasks (four-turn chains using both operations; no
-training task does), on the base interface.
+`--iterations` loop iterations of `--tasks` x `--group` training episodes, each followed
+by the algorithm's optimiser steps (GRPO: `--mini-batches` steps over the iteration's
+episodes; DPO: one round). Each run ends with greedy and sampled evaluations on all of
+kv-calc's `test` tasks and a greedy one on its `ood` tasks (four-turn chains using both
+operations; no training task does), on the base interface.
 
 Every finished piece is a JSON file under `docs/results/learning/` (the warm start's
 evaluation, then one file per method and seed), written as soon as it finishes and, with
