@@ -89,8 +89,8 @@ def evaluate_checkpoint(
     store = TraceStore(work / "traces.sqlite")
     env = get_environment("kv-calc")
     result: dict[str, Any] = {}
-    settings = ServerSettings(model=str(model_dir), enable_lora=False, dtype=dtype)
-    with ModelServer.start(settings) as server:
+    serving = ServerSettings(model=str(model_dir), enable_lora=False, dtype=dtype)
+    with ModelServer.start(serving) as server:
         for name, split, settings in (
             ("test", "test", greedy),
             ("test-sampled", "test", sampled),
