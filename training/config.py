@@ -25,6 +25,7 @@ from pydantic import (
 
 from seal_graph.errors import ConfigError
 from seal_graph.interface import InterfaceConfig
+from seal_graph.serving.settings import ServingDtype
 from seal_graph.settings import JudgeSettings, RolloutSettings
 from seal_graph.training.settings import (
     DPOSettings,
@@ -112,7 +113,7 @@ class TrainConfig(BaseModel):
     swap: Literal["lora", "full"] = Field(
         default="full", description="How new weights reach the server."
     )
-    server_dtype: Literal["fastest", "float32", "bfloat16"] = Field(
+    server_dtype: ServingDtype = Field(
         default="fastest",
         description="dtype of the server `train` starts (not one given by --base-url): "
         "fastest = bfloat16 where the CPU has bf16 kernels, else float32. float32 serves on "

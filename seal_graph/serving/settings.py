@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 DEFAULT_SERVED_NAME = "seal-agent"
+ServingDtype = Literal["fastest", "auto", "float32", "bfloat16", "float16"]
+"""The dtypes a server can compute in (`fastest` is resolved per hardware at launch)."""
 
 
 class ServerSettings(BaseModel):
@@ -26,7 +28,7 @@ class ServerSettings(BaseModel):
     api_key: str | None = Field(
         default=None, description="Key clients must send; None generates a random one."
     )
-    dtype: Literal["fastest", "auto", "float32", "bfloat16", "float16"] = Field(
+    dtype: ServingDtype = Field(
         default="fastest",
         description="fastest = bfloat16 where the hardware has bf16 kernels (2.2x the "
         "throughput of float32 on this CPU, measured), else float32. float32 agrees with "
