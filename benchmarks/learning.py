@@ -11,7 +11,10 @@ every run starts from, so all methods get the same starting point and the same b
 by the algorithm's optimiser steps (GRPO: `--mini-batches` steps over the iteration's
 episodes; DPO: one round). Each run ends with greedy and sampled evaluations on all of
 kv-calc's `test` tasks and a greedy one on its `ood` tasks (four-turn chains using both
-operations; no training task does), on the base interface.
+operations; no training task does), on the base interface, on a float32 server without
+LoRA: the run's own server where it swaps full weights (the GRPO runs), a fresh one
+serving the final adapter merged where the run served LoRA adapters (coevolve-dpo's two
+agents; an adapter decodes at about half the speed, and would be a different server).
 
 Every finished piece is a JSON file under `docs/results/learning/` (the warm start's
 evaluation, then one file per method and seed), written as soon as it finishes and, with
@@ -29,6 +32,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -82,7 +86,8 @@ def evaluate_checkpoint(
 ) -> dict[str, Any]:
     """The warm start's evaluation, as a run's final one: greedy and sampled (at the
     rollout temperature) on all `test` tasks, greedy on all `ood` tasks, the base
-    interface, the preset's limits."""
+    interface, the preset's limits. An interrupted evaluation starts over."""
+    shutil.rmtree(work, ignore_errors=True)
     config = cpu_config()
     greedy = config.rollout.greedy(config.eval.max_tokens)
     sampled = greedy.model_copy(update={"temperature": temperature, "group_size": samples})
@@ -148,17 +153,22 @@ def train_warm_start(
     return metrics
 
 
-def merge_warm_start(target: Path) -> None:
-    """The shared checkpoint again: the bundled model with the kept adapter merged in."""
+def merge_adapter(base_dir: Path, adapter: Path, target: Path) -> Path:
+    """`base_dir` with a PEFT adapter merged in (float32), saved with its tokenizer."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="float32")
+    PeftModel.from_pretrained(base, adapter).merge_and_unload().save_pretrained(target)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(target)
+    return target
+
+
+def merge_warm_start(target: Path) -> None:
+    """The shared checkpoint again: the bundled model with the kept adapter merged in."""
     from seal_graph.bundled_model import ensure_bundled_model
 
-    base_dir = ensure_bundled_model()
-    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="float32")
-    PeftModel.from_pretrained(base, ADAPTER).merge_and_unload().save_pretrained(target)
-    AutoTokenizer.from_pretrained(base_dir).save_pretrained(target)
+    merge_adapter(ensure_bundled_model(), ADAPTER, target)
 
 
 def fingerprint(folder: Path) -> str:
@@ -211,7 +221,7 @@ def warm_start_settings(steps: int | None) -> dict[str, Any]:
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     spec = {**METHODS, **EXTRA_METHODS}[method]
     temperature = {"temperature": args.temperature} if args.temperature is not None else {}
-    return cpu_config(
+    config = cpu_config(
         model=str(args.out / "warm-start-model"),
         seed=seed,
         iterations=args.iterations,
@@ -229,31 +239,55 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
         },
         **spec,
     )
+    config.eval.final = config.swap == "full"  # else `final_evaluation` evaluates it
+    return config
+
+
+def final_evaluation(run_dir: Path, version: int, config: Any, args: argparse.Namespace) -> dict:
+    """A LoRA-served run's final policy (adapter `version`) merged into the warm start and
+    evaluated as the warm start was, on a float32 server without LoRA."""
+    model = args.out / "warm-start-model"
+    if version > 0:
+        adapter = run_dir / "adapters" / f"step-{version}"
+        model = merge_adapter(model, adapter, run_dir / "final-model")
+    temperature = config.rollout.temperature
+    result = evaluate_checkpoint(
+        model, args.eval_samples, temperature, run_dir / "eval-final", args.dtype
+    )
+    shutil.rmtree(run_dir / "final-model", ignore_errors=True)  # model-sized; rebuilt if asked
+    return result
 
 
 def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One method, one seed: the loop from the warm start, then its final evaluation."""
-    from seal_graph.training.metrics import history_of
+    from seal_graph.training.metrics import SplitResult, history_of
     from seal_graph.training.report import STAGES
     from seal_graph.training.run import run_training
 
     out = args.out / f"{method}-s{seed}"
     began = time.perf_counter()
     resume = (out / "config.json").exists()  # an interrupted run continues
-    result = run_training(run_config(method, seed, args), out=out, resume=resume)
+    config = run_config(method, seed, args)
+    result = run_training(config, out=out, resume=resume)
     history = history_of(result["history"])
     final = history[-1].evaluate
-    assert final is not None, "the last iteration always evaluates"
+    evaluated = time.perf_counter()
+    if final is None:  # served with LoRA: evaluated merged (`run_config`)
+        evaluation = final_evaluation(out, history[-1].policy_version, config, args)
+        test, ood = (SplitResult.model_validate(evaluation[k]) for k in ("test", "ood"))
+    else:
+        test, ood = final, final.splits["ood"]
+    final_seconds = time.perf_counter() - evaluated  # ~0 where the loop evaluated it
+    staged = sum(r.stage_seconds(s) for r in history for s in STAGES)
     trains = [r.train.model_dump() for r in history]
     forwarded = sum(t.get("forwarded_tokens", 0.0) for t in trains)
     episodes = sum(t.get("episodes", 0.0) for t in trains)
     own = sum(t.get("episode_tokens", 0.0) for t in trains)
-    test = final.model_dump(exclude={"splits", "seconds"})
     return {
         "method": method,
         "seed": seed,
-        "test": test,
-        "ood": final.splits["ood"].model_dump(exclude={"seconds"}),
+        "test": test.model_dump(exclude={"splits", "seconds"}),
+        "ood": ood.model_dump(exclude={"seconds"}),
         "curve": [
             {
                 "iteration": r.iteration + 1,
@@ -272,7 +306,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         "forwarded_per_episode_token": forwarded / own if own else None,
         # the stages' own wall time: counts every iteration once even when the run was
         # interrupted and resumed (server start-ups, ~0.5-1.5 min, are not in it)
-        "minutes": sum(r.stage_seconds(s) for r in history for s in STAGES) / 60,
+        "minutes": (staged + final_seconds) / 60,
         "process_minutes": (time.perf_counter() - began) / 60,
         "serving_dtype": args.dtype,
         "machine": machine(args.dtype),
@@ -469,7 +503,10 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         f"round of at most {args.pairs} pairs. Evaluation on the base interface: greedy "
         f"and sampled ({args.eval_samples} episodes per task at temperature "
         f"{config.rollout.temperature}) on all {len(warm['test']['per_task'])} `test` "
-        f"tasks, greedy on all {len(warm['ood']['per_task'])} `ood` tasks. Points (0-100): "
+        f"tasks, greedy on all {len(warm['ood']['per_task'])} `ood` tasks, each on a "
+        "float32 server without LoRA (the run's own after full-weight swaps; for the runs "
+        "that serve LoRA adapters, coevolve-dpo's, a fresh one serving the final adapter "
+        "merged, as the warm start is evaluated). Points (0-100): "
         "mean [95% interval]; intervals resample seeds and tasks; differences are paired "
         "by task (and by seed for vanilla GRPO).",
         "",
@@ -489,7 +526,9 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
     lines += [
         "",
         "Minutes per run are the loop stages' wall time (rollouts, training, swaps, "
-        "evaluations; server start-ups left out), so a run interrupted and resumed "
+        "evaluations; for a LoRA-served run also its merge and final evaluation, that "
+        "server's start included; other server start-ups left out), so a run interrupted "
+        "and resumed "
         "counts each iteration once. The shared warm start is the bundled model with the "
         "adapter kept in `docs/results/learning/warm-start-adapter/` merged in (CPU SFT "
         "is not bitwise reproducible; a fresh checkout rebuilds the checkpoint from it).",

@@ -218,7 +218,7 @@ def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     run = _run(runtime)
     settings = run.config.eval
     last = state["iteration"] + 1 == run.config.iterations
-    if (state["iteration"] + 1) % settings.every and not last:
+    if not settings.due(state["iteration"], run.config.iterations):
         return {}
     metrics = loop.evaluate(run, state["iteration"], state["served_version"])
     if last:

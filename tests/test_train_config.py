@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from seal_graph.errors import ConfigError
-from seal_graph.training.config import load_config
+from seal_graph.training.config import EvalSettings, load_config
 
 
 def test_presets_load_and_a_file_overrides_them(tmp_path) -> None:
@@ -149,3 +149,10 @@ def test_an_environment_object_from_python_is_registered_under_its_name() -> Non
     )
     config = load_config(None, "cpu", env=env)
     assert config.env == "python-object-env" and get_environment(config.env) is env
+
+
+def test_evaluation_follows_every_and_the_last_iteration_only_when_final_is_on() -> None:
+    every_two = EvalSettings(every=2)
+    assert [every_two.due(i, 5) for i in range(5)] == [False, True, False, True, True]
+    caller_evaluates = EvalSettings(every=1, final=False)
+    assert [caller_evaluates.due(i, 3) for i in range(3)] == [True, True, False]

@@ -61,6 +61,12 @@ class EvalSettings(BaseModel):
     every: int = Field(default=1, ge=1, description="Evaluate after every N-th iteration.")
     limit: int | None = Field(default=16, ge=1, description="At most N tasks (None = all).")
     baseline: bool = Field(default=True, description="Evaluate before any training.")
+    final: bool = Field(
+        default=True,
+        description="Evaluate after the last iteration (with `final_splits`). Off where the "
+        "caller evaluates the final policy itself: `benchmarks/learning.py` does for runs "
+        "served with LoRA, merged, on a LoRA-free server (an adapter decodes at ~half speed).",
+    )
     final_splits: list[str] = Field(
         default_factory=list,
         description="More splits evaluated after the last iteration (e.g. kv-calc's 'ood').",
@@ -72,6 +78,12 @@ class EvalSettings(BaseModel):
         description="Sampled success too: this many episodes per task at the rollout "
         "temperature (0 = greedy only).",
     )
+
+    def due(self, iteration: int, iterations: int) -> bool:
+        """Whether iteration `iteration` (from 0) of a run of `iterations` ends evaluated."""
+        if iteration + 1 == iterations:
+            return self.final
+        return (iteration + 1) % self.every == 0
 
 
 class AblationSettings(BaseModel):
