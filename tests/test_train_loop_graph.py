@@ -59,6 +59,7 @@ class FakeSync:
         self.swapped: list[str] = []
 
     tolerance = 0.02
+    alternatives = 0  # answer tokens only (no runners-up)
 
     def gap(self, probe: Probe, score) -> tuple[float, float]:
         return 0.0, 0.0

@@ -160,11 +160,11 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     weights = run.weights_for(version)
     written = time.perf_counter() - began
     score = run.policy.completion_logprobs
-    # what a stale swap would show: the weights served now, scored by the new policy
-    changed = run.sync.gap(probe, score)[0] if run.sync.current else None
     began = time.perf_counter()
-    probe = reference_probe(probe, run.policy.greedy, score)
+    probe = reference_probe(probe, run.policy, alternatives=run.sync.alternatives)
     referenced = time.perf_counter() - began
+    # what a stale swap would show: the weights served now, checked against the new policy
+    changed = run.sync.gap(probe, score)[0] if run.sync.current else None
     report = run.sync.swap(weights, f"step-{version}", probe, score)
     if report.ok:
         _drop_superseded_merges(run)

@@ -74,10 +74,27 @@ class Policy:
         return out[0, len(prompt_ids) :].tolist()
 
     @torch.no_grad()
-    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """Logprob of each completion token under the current policy (adapter on)."""
+    def _logprob_rows(self, prompt_ids: list[int], completion_ids: list[int]) -> torch.Tensor:
+        """Log-softmax over the vocabulary at each completion position (adapter on)."""
         self.model.eval()
         ids = torch.tensor([prompt_ids + completion_ids])
         logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
-        logps = torch.log_softmax(logits, dim=-1)
-        return logps.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
+        return torch.log_softmax(logits, dim=-1)
+
+    def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """Logprob of each completion token under the current policy (adapter on)."""
+        rows = self._logprob_rows(prompt_ids, completion_ids)
+        return rows.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
+
+    def runners_up(
+        self, prompt_ids: list[int], completion_ids: list[int], k: int
+    ) -> tuple[list[int], list[list[float]]]:
+        """The `k` likeliest tokens after each completion token's own (over all positions,
+        without repeats), and every position's logprobs of them: the swap probe's most
+        weight-sensitive tokens (`seal_graph.training.weight_sync.Probe`)."""
+        rows = self._logprob_rows(prompt_ids, completion_ids)
+        ids: list[int] = []
+        for row, chosen in zip(rows, completion_ids, strict=True):
+            ranked = [t for t in row.topk(k + 1).indices.tolist() if t != chosen]
+            ids += [t for t in ranked[:k] if t not in ids]
+        return ids, rows[:, ids].tolist()

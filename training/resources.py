@@ -23,7 +23,7 @@ from seal_graph.serving import ModelEndpoint
 from seal_graph.store import TraceStore
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.policy import Policy
-from seal_graph.training.weight_sync import WeightSync, probe_tolerance
+from seal_graph.training.weight_sync import WeightSync, probe_alternatives, probe_tolerance
 
 if TYPE_CHECKING:
     from seal_graph.training.algorithms import Algorithm
@@ -121,7 +121,9 @@ def open_run(
 
     run_dir.mkdir(parents=True, exist_ok=True)
     tolerance = config.swap_tolerance or probe_tolerance(server_dtype)
-    sync = WeightSync(endpoint, config.swap, tolerance=tolerance)
+    sync = WeightSync(
+        endpoint, config.swap, tolerance=tolerance, alternatives=probe_alternatives(server_dtype)
+    )
     if config.swap == "full":
         sync.current = base_dir
     run = LoopRun(

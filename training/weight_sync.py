@@ -11,13 +11,15 @@ traffic; `prompt_logprobs` batched with another request kills a LoRA-enabled vll
 (`reference_probe`): it answers the probe greedily itself, with the new weights, while
 the server still serves the old ones; a server that gives the same answer is checked
 against those logprobs, so the swap itself is only the load and a few served tokens (a
-different answer, as bf16 ties give, is scored after it, as before). The mean absolute
-per-token difference must be within a tolerance set per serving dtype (float32 servers
-agree with the trainer to ~0.01 nats, bf16 ones to ~0.1; measured,
-`ServerSettings.dtype`). Stale or wrong weights answer with their own distribution and
-differ by far more. A mismatch (or a failed load) rolls back to the previous weights and
-is reported. A verified swap is published on the server's policy card, so its clients
-see the new version in the `X-Seal-Policy-Version` header of every answer.
+different answer, as bf16 ties give, is scored after it, as before). On float32
+servers the probe also compares, at each answer position, the logprobs of the trainer's
+likeliest runners-up (asked for by token id, `logprob_token_ids`): a confident greedy
+token's logprob barely moves when the weights do, its runners-up's do, so one stale step
+shows (`PROBE_ALTERNATIVES`). The mean absolute difference must be within a tolerance
+set per serving dtype (`PROBE_TOLERANCE`, measured). A mismatch (or a failed load) rolls
+back to the previous weights and is reported. A verified swap is published on the
+server's policy card, so its clients see the new version in the `X-Seal-Policy-Version`
+header of every answer.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import httpx
 from pydantic import BaseModel, Field
@@ -48,6 +50,16 @@ class Probe(BaseModel):
         "swapped in, when the completion is the trainer's own greedy answer "
         "(`reference_probe`).",
     )
+    alternative_ids: list[int] = Field(
+        default_factory=list,
+        description="Tokens compared at every answer position too: the trainer's likeliest "
+        "runners-up. A confident greedy token's logprob sits near 0 and barely moves with "
+        "the weights; its runners-up's move ~100x more (`PROBE_ALTERNATIVES`).",
+    )
+    alternative_logprobs: list[list[float]] = Field(
+        default_factory=list,
+        description="The trainer's logprobs of `alternative_ids` at each answer position.",
+    )
 
     @property
     def answer_tokens(self) -> int:
@@ -61,11 +73,40 @@ class Probe(BaseModel):
             return None
         return self.completion_logprobs[: len(tokens)]
 
+    def alternative_gaps(self, tokens: list[int], served: list[dict[int, float]]) -> list[float]:
+        """|served - trainer| logprob of each runner-up, at the answer positions whose
+        preceding tokens the server chose as the trainer did (a position's distribution
+        depends only on the tokens before it)."""
+        same = 0
+        while same < min(len(tokens), len(self.completion_token_ids)) and (
+            tokens[same] == self.completion_token_ids[same]
+        ):
+            same += 1
+        positions = min(same + 1, len(tokens), len(self.alternative_logprobs))
+        return [
+            abs(served[i][token] - self.alternative_logprobs[i][j])
+            for i in range(positions)
+            for j, token in enumerate(self.alternative_ids)
+        ]
+
 
 Scorer = Callable[[list[int], list[int]], list[float]]
 """The trainer's logprobs of completion tokens after a prompt (`Policy.completion_logprobs`)."""
-Answerer = Callable[[list[int], int], list[int]]
-"""The trainer's greedy continuation of a prompt, in tokens (`Policy.greedy`)."""
+
+
+class ProbeTrainer(Protocol):
+    """What answering a probe ahead asks of the trainer (`Policy` has it)."""
+
+    def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> list[int]: ...
+
+    def completion_logprobs(
+        self, prompt_ids: list[int], completion_ids: list[int]
+    ) -> list[float]: ...
+
+    def runners_up(
+        self, prompt_ids: list[int], completion_ids: list[int], k: int
+    ) -> tuple[list[int], list[list[float]]]: ...
+
 
 REFERENCE_TOKENS = 2
 """Tokens of the trainer's reference answer: each is an engine step of the swap beside the
@@ -76,15 +117,20 @@ worst mean gap was 0.064 with 2 tokens, 0.071 with 4 (float32: 0.0)."""
 
 
 def reference_probe(
-    probe: Probe, greedy: Answerer, score: Scorer, tokens: int = REFERENCE_TOKENS
+    probe: Probe, trainer: ProbeTrainer, tokens: int = REFERENCE_TOKENS, alternatives: int = 0
 ) -> Probe:
-    """The probe's prompt with the trainer's own greedy answer and its logprobs under the
-    new weights: computed before the swap, while the server answers with the old ones."""
-    answer = greedy(probe.prompt_token_ids, tokens)
+    """The probe's prompt with the trainer's own greedy answer, its logprobs and those of
+    `alternatives` runners-up per position under the new weights: computed before the
+    swap, while the server answers with the old ones."""
+    prompt = probe.prompt_token_ids
+    answer = trainer.greedy(prompt, tokens)
+    ids, rows = trainer.runners_up(prompt, answer, alternatives) if alternatives else ([], [])
     return Probe(
-        prompt_token_ids=probe.prompt_token_ids,
+        prompt_token_ids=prompt,
         completion_token_ids=answer,
-        completion_logprobs=score(probe.prompt_token_ids, answer),
+        completion_logprobs=trainer.completion_logprobs(prompt, answer),
+        alternative_ids=ids,
+        alternative_logprobs=rows,
     )
 
 
@@ -104,16 +150,36 @@ class SwapReport(BaseModel):
     error: str | None = None
 
 
-PROBE_TOLERANCE = {"float32": 0.02}
+PROBE_TOLERANCE = {"float32": 0.001}
 """Mean |served - trainer| logprob a correct swap stays within, per serving dtype.
-Measured on the probe's greedy answers (6 kv-calc prompts, base weights): float32 0.0000
-on every prompt; bfloat16 0.016-0.035 (max per token 0.145). Other dtypes, and servers
-whose dtype is unknown (attached by URL), get `BF16_TOLERANCE`."""
+float32, over the 2-token answer and 4 runners-up per position (5 served kv-calc prompts
+of 409-854 tokens, a float32 server without LoRA, AVX2 EPYC, 2026-12-01): 0.8e-5 to
+3.3e-5 (max per token 5.7e-5) with the right weights; 1.0e-2 to 2.6e-2 with weights one
+GRPO iteration old. The tolerance sits 30x above that noise and 10x below that change.
+bfloat16 (answer tokens only, 6 kv-calc prompts, base weights): 0.016-0.035 (max per
+token 0.145). Other dtypes, and servers whose dtype is unknown (attached by URL), get
+`BF16_TOLERANCE`."""
 BF16_TOLERANCE = 0.08
 
 
 def probe_tolerance(dtype: str | None) -> float:
     return PROBE_TOLERANCE.get(dtype or "", BF16_TOLERANCE)
+
+
+PROBE_ALTERNATIVES = {"float32": 4}
+"""Runners-up per answer position the probe compares too, per serving dtype. Measured on
+the learning benchmark's vanilla-GRPO seed 0 (one iteration of two mini-batch steps at
+lr 5e-5; 5 served prompts, float32 server): on the answer tokens alone a server still on
+the previous weights differed by 1e-7 to 6e-4 on average, inside the old 0.02 tolerance
+and at times inside the noise, so a stale swap passed; with 4 runners-up per position
+(7-8 token ids in all) it differs by 1e-2 to 2.6e-2 (`PROBE_TOLERANCE`). Not on other
+dtypes: a bf16 server's noise on unlikely tokens is not measured (this project's
+AVX2-only machines cannot serve bf16), so there the probe compares the answer tokens and
+catches wrong weights, not one step of staleness."""
+
+
+def probe_alternatives(dtype: str | None) -> int:
+    return PROBE_ALTERNATIVES.get(dtype or "", 0)
 
 
 class WeightSync:
@@ -125,8 +191,10 @@ class WeightSync:
         method: Literal["lora", "full"],
         tolerance: float = BF16_TOLERANCE,
         timeout_s: float = 300.0,
+        alternatives: int = 0,
     ) -> None:
         self.endpoint, self.method, self.tolerance = endpoint, method, tolerance
+        self.alternatives = alternatives  # runners-up a referenced probe compares
         self.server = ServerWeights(endpoint, timeout_s)
         self.current: Path | None = None  # what the server serves now
         self.version = "base"
@@ -148,28 +216,36 @@ class WeightSync:
     def _load(self, weights: Path) -> None:
         self.server.load(self.method, weights)
 
-    def served_answer(self, probe: Probe) -> tuple[list[int], list[float]]:
-        """The server's greedy answer to the probe: its token ids and their logprobs."""
-        response = self.server.post(
-            "/v1/completions",
-            json={
-                "model": self.endpoint.model,
-                "prompt": probe.prompt_token_ids,
-                "max_tokens": probe.answer_tokens,
-                "temperature": 0.0,
-                "logprobs": 0,
-                "return_token_ids": True,
-                "skip_special_tokens": False,
-            },
-        )
-        choice = response.json()["choices"][0]
-        return list(choice["token_ids"]), list(choice["logprobs"]["token_logprobs"])
+    def served_answer(self, probe: Probe) -> tuple[list[int], list[float], list[dict[int, float]]]:
+        """The server's greedy answer to the probe: its token ids, their logprobs, and at
+        each position the logprobs of the probe's runners-up (by token id)."""
+        body = {
+            "model": self.endpoint.model,
+            "prompt": probe.prompt_token_ids,
+            "max_tokens": probe.answer_tokens,
+            "temperature": 0.0,
+            "logprobs": 0,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
+        if probe.alternative_ids:
+            body.update(logprob_token_ids=probe.alternative_ids, return_tokens_as_token_ids=True)
+        choice = self.server.post("/v1/completions", json=body).json()["choices"][0]
+        logprobs = choice["logprobs"]
+        alternatives = [
+            {int(key.removeprefix("token_id:")): value for key, value in (top or {}).items()}
+            for top in (logprobs.get("top_logprobs") or [] if probe.alternative_ids else [])
+        ]
+        return list(choice["token_ids"]), list(logprobs["token_logprobs"]), alternatives
 
     def gap(self, probe: Probe, score: Scorer) -> tuple[float, float]:
-        """(mean, max) |served - trainer| logprob over the server's greedy answer."""
-        tokens, served = self.served_answer(probe)
+        """(mean, max) |served - trainer| logprob over the server's greedy answer and the
+        probe's runners-up."""
+        tokens, served, alternatives = self.served_answer(probe)
         expected = probe.known_logprobs(tokens) or score(probe.prompt_token_ids, tokens)
-        gaps = [abs(a - b) for a, b in zip(served, expected, strict=True)] or [0.0]
+        gaps = [abs(a - b) for a, b in zip(served, expected, strict=True)]
+        gaps += probe.alternative_gaps(tokens, alternatives)
+        gaps = gaps or [0.0]
         return sum(gaps) / len(gaps), max(gaps)
 
     def swap(self, weights: Path, version: str, probe: Probe, score: Scorer) -> SwapReport:
