@@ -197,13 +197,7 @@ def bench_swap(work: Path) -> dict:
     from seal_graph.serving.launch import detect_platform, serving_dtype
     from seal_graph.training.policy import Policy
     from seal_graph.training.settings import LoraSettings
-    from seal_graph.training.weight_sync import (
-        Probe,
-        WeightSync,
-        probe_alternatives,
-        probe_tolerance,
-        reference_probe,
-    )
+    from seal_graph.training.weight_sync import Probe, WeightSync, probe_check, reference_probe
 
     policy = Policy(ensure_bundled_model(), LoraSettings())
     prompt = policy.tokenizer.apply_chat_template(
@@ -221,16 +215,14 @@ def bench_swap(work: Path) -> dict:
     result: dict[str, Any] = {}
     began = time.perf_counter()  # the trainer's own answer, before the swaps (as the loop)
     dtype = serving_dtype(ServerSettings(), detect_platform())  # both servers' (fastest)
-    check = {"tolerance": probe_tolerance(dtype), "alternatives": probe_alternatives(dtype)}
-    probe = reference_probe(probe, policy, alternatives=check["alternatives"])
+    check = probe_check(dtype)
+    probe = reference_probe(probe, policy, check)
     result.update(reference_s=time.perf_counter() - began, probe_tokens=probe.answer_tokens)
     # LoRA swaps on a LoRA server (the stable name is the adapter; the streams ask for
     # it), full reloads on a server without LoRA (as `train` serves full swaps); 8 client
     # streams without retries run through both.
     with ModelServer.start(ServerSettings(served_model_name="seal-agent-base")) as server:
-        lora = WeightSync(
-            server.endpoint.model_copy(update={"model": "seal-agent"}), "lora", **check
-        )
+        lora = WeightSync(server.endpoint.model_copy(update={"model": "seal-agent"}), "lora", check)
         assert lora.swap(adapter, "first", probe, expected).ok  # the name exists from here
         result["lora_s"], result["lora_load_s"], ok, failed = swaps_under_traffic(
             lora, adapter, probe, expected
@@ -238,7 +230,7 @@ def bench_swap(work: Path) -> dict:
         result.update(requests_during_lora_swaps=ok, failed_during_lora_swaps=failed)
         lora.close()
     with ModelServer.start(ServerSettings(enable_lora=False)) as server:
-        full = WeightSync(server.endpoint, "full", **check)
+        full = WeightSync(server.endpoint, "full", check)
         result["full_s"], result["full_load_s"], ok, failed = swaps_under_traffic(
             full, merged, probe, expected
         )

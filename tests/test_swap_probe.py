@@ -5,7 +5,7 @@ server: `served_answer` is replaced by what a server would answer)."""
 from __future__ import annotations
 
 from seal_graph.serving import ModelEndpoint
-from seal_graph.training.weight_sync import Probe, WeightSync, reference_probe
+from seal_graph.training.weight_sync import Probe, ProbeCheck, WeightSync, reference_probe
 
 PROMPT = [1, 2, 3]
 
@@ -49,7 +49,8 @@ class AnsweringSync(WeightSync):
 def referenced(trainer: Trainer, served: list[int], alternatives: int = 0) -> Probe:
     """A probe answered ahead by the trainer (4 tokens), its scoring calls then forgotten."""
     probe = Probe(prompt_token_ids=PROMPT, completion_token_ids=served)
-    probe = reference_probe(probe, trainer, tokens=4, alternatives=alternatives)
+    check = ProbeCheck(tolerance=0.001, answer_tokens=4, alternatives=alternatives)
+    probe = reference_probe(probe, trainer, check)
     trainer.scored.clear()
     return probe
 

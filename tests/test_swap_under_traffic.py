@@ -25,13 +25,7 @@ from seal_graph.serving.policy_card import HEADER
 from seal_graph.serving.weights import ServerWeights
 from seal_graph.training.policy import Policy
 from seal_graph.training.settings import LoraSettings
-from seal_graph.training.weight_sync import (
-    Probe,
-    WeightSync,
-    probe_alternatives,
-    probe_tolerance,
-    reference_probe,
-)
+from seal_graph.training.weight_sync import Probe, WeightSync, probe_check, reference_probe
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -135,17 +129,13 @@ def test_outside_requests_never_fail_through_swaps_and_a_restart(tmp_path, token
         merged = policy.save_merged(tmp_path / "merged")
         prompt = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True)
         prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt  # a BatchEncoding
-        # answered ahead with runners-up (requested by token id), as the loop's swaps are
-        check = {
-            "tolerance": probe_tolerance("float32"),
-            "alternatives": probe_alternatives("float32"),
-        }
+        check = probe_check("float32")  # answered ahead with runners-up, as the loop does
         probe = Probe(prompt_token_ids=list(prompt), completion_token_ids=[0] * 8)
-        probe = reference_probe(probe, policy, alternatives=check["alternatives"])
+        probe = reference_probe(probe, policy, check)
         assert probe.alternative_ids, "the float32 probe compares runners-up"
         score = policy.completion_logprobs
-        lora = WeightSync(server.endpoint.model_copy(update={"model": AGENT}), "lora", **check)
-        full = WeightSync(server.endpoint, "full", **check)
+        lora = WeightSync(server.endpoint.model_copy(update={"model": AGENT}), "lora", check)
+        full = WeightSync(server.endpoint, "full", check)
         with OutsideClient(server, BASE) as on_base:
             wait_for(lambda: len(on_base.versions) >= 3, 120, "requests before the swaps")
             assert lora.swap(adapter, "step-1", probe, score).ok

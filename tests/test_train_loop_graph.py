@@ -22,7 +22,7 @@ from seal_graph.store import TraceStore
 from seal_graph.training.algorithms import Algorithm, TrainResult
 from seal_graph.training.config import load_config
 from seal_graph.training.resources import LoopRun
-from seal_graph.training.weight_sync import Probe, SwapReport
+from seal_graph.training.weight_sync import Probe, ProbeCheck, SwapReport
 
 PROBE = Probe(prompt_token_ids=[1, 2, 3], completion_token_ids=[4, 5])
 
@@ -58,8 +58,8 @@ class FakeSync:
         self.current: Path | None = None
         self.swapped: list[str] = []
 
-    tolerance = 0.02
-    alternatives = 0  # answer tokens only (no runners-up)
+    check = ProbeCheck(tolerance=0.02)  # answer tokens only (no runners-up)
+    tolerance = check.tolerance
 
     def gap(self, probe: Probe, score) -> tuple[float, float]:
         return 0.0, 0.0

@@ -15,7 +15,7 @@ from seal_graph.interface import BASE_INTERFACE
 from seal_graph.training import dpo_loop, loop
 from seal_graph.training.config import load_config
 from seal_graph.training.resources import open_run
-from seal_graph.training.weight_sync import probe_tolerance
+from seal_graph.training.weight_sync import probe_check
 
 pytestmark = pytest.mark.server
 
@@ -61,7 +61,7 @@ def test_one_iteration_swaps_verified_weights_and_refuses_a_corrupt_adapter(
         assert trained["zero_signal_groups"] < trained["groups"]
         probe = result.probe
         swapped = loop.swap(run, run.policy.version, probe)
-        assert run.sync.tolerance == probe_tolerance("float32") and run.sync.alternatives
+        assert run.sync.check == probe_check("float32") and run.sync.check.alternatives
         assert swapped["ok"] and swapped["mean_logprob_diff"] < run.sync.tolerance
         # the served weights really changed, by more than a correct swap's noise: a swap
         # that left the previous weights in place would have been caught

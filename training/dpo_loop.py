@@ -88,7 +88,7 @@ class HardNegativeDPO(Algorithm):
             set_peft_model_state_dict(self.failure.model, weights)
             self.failure.version = version
         endpoint = run.endpoint.model_copy(update={"model": FAILURE_NAME})
-        self.failure_sync = WeightSync(endpoint, "lora", tolerance=run.sync.tolerance)
+        self.failure_sync = WeightSync(endpoint, "lora", run.sync.check)
         served = self.swap_failure(run, None)
         if not served["ok"]:
             raise ServerError(f"could not serve the failure agent: {served['error']}")

@@ -161,7 +161,7 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     written = time.perf_counter() - began
     score = run.policy.completion_logprobs
     began = time.perf_counter()
-    probe = reference_probe(probe, run.policy, alternatives=run.sync.alternatives)
+    probe = reference_probe(probe, run.policy, run.sync.check)
     referenced = time.perf_counter() - began
     # what a stale swap would show: the weights served now, checked against the new policy
     changed = run.sync.gap(probe, score)[0] if run.sync.current else None

@@ -23,7 +23,7 @@ from seal_graph.serving import ModelEndpoint
 from seal_graph.store import TraceStore
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.policy import Policy
-from seal_graph.training.weight_sync import WeightSync, probe_alternatives, probe_tolerance
+from seal_graph.training.weight_sync import WeightSync, probe_check
 
 if TYPE_CHECKING:
     from seal_graph.training.algorithms import Algorithm
@@ -115,15 +115,12 @@ def open_run(
     server_dtype: str | None = None,
 ) -> LoopRun:
     """Build (or rebuild after a restart) the run's live objects, the policy at
-    `policy_version`; the swap probe's tolerance follows `server_dtype` (None: unknown)
+    `policy_version`; the swap probe's check follows `server_dtype` (None: unknown)
     unless the config sets one."""
     from seal_graph.training.algorithms import algorithm_for
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    tolerance = config.swap_tolerance or probe_tolerance(server_dtype)
-    sync = WeightSync(
-        endpoint, config.swap, tolerance=tolerance, alternatives=probe_alternatives(server_dtype)
-    )
+    sync = WeightSync(endpoint, config.swap, probe_check(server_dtype, config.swap_tolerance))
     if config.swap == "full":
         sync.current = base_dir
     run = LoopRun(

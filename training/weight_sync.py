@@ -15,11 +15,11 @@ different answer, as bf16 ties give, is scored after it, as before). On float32
 servers the probe also compares, at each answer position, the logprobs of the trainer's
 likeliest runners-up (asked for by token id, `logprob_token_ids`): a confident greedy
 token's logprob barely moves when the weights do, its runners-up's do, so one stale step
-shows (`PROBE_ALTERNATIVES`). The mean absolute difference must be within a tolerance
-set per serving dtype (`PROBE_TOLERANCE`, measured). A mismatch (or a failed load) rolls
-back to the previous weights and is reported. A verified swap is published on the
-server's policy card, so its clients see the new version in the `X-Seal-Policy-Version`
-header of every answer.
+shows. The mean absolute difference must be within a tolerance; answer length,
+runners-up and tolerance are set per serving dtype from measurements (`PROBE_CHECKS`).
+A mismatch (or a failed load) rolls back to the previous weights and is reported. A
+verified swap is published on the server's policy card, so its clients see the new
+version in the `X-Seal-Policy-Version` header of every answer.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from seal_graph.errors import ServerError
 from seal_graph.serving import ModelEndpoint
@@ -54,7 +54,7 @@ class Probe(BaseModel):
         default_factory=list,
         description="Tokens compared at every answer position too: the trainer's likeliest "
         "runners-up. A confident greedy token's logprob sits near 0 and barely moves with "
-        "the weights; its runners-up's move ~100x more (`PROBE_ALTERNATIVES`).",
+        "the weights; its runners-up's move ~100x more (`PROBE_CHECKS`).",
     )
     alternative_logprobs: list[list[float]] = Field(
         default_factory=list,
@@ -108,23 +108,60 @@ class ProbeTrainer(Protocol):
     ) -> tuple[list[int], list[list[float]]]: ...
 
 
-REFERENCE_TOKENS = 2
-"""Tokens of the trainer's reference answer: each is an engine step of the swap beside the
-server's other traffic, and under 8 client streams those steps are most of a swap (LoRA
-swap 2.63 s, of it loading 0.30 s, with 4 tokens on a float32 AVX2 server). Two tokens
-halve that without a noisier check: over 12 kv-calc prompts on a bfloat16 server the
-worst mean gap was 0.064 with 2 tokens, 0.071 with 4 (float32: 0.0)."""
+class ProbeCheck(BaseModel):
+    """How a swap is verified on a server of one serving dtype (`probe_check`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tolerance: float = Field(
+        gt=0, description="Mean |served - trainer| logprob a correct swap stays within."
+    )
+    answer_tokens: int = Field(
+        default=2,
+        ge=1,
+        description="Tokens of the trainer's reference answer: each is an engine step of "
+        "the swap beside the server's other traffic, and under 8 client streams those "
+        "steps are most of a swap.",
+    )
+    alternatives: int = Field(
+        default=0, ge=0, description="Runners-up compared at each answer position."
+    )
 
 
-def reference_probe(
-    probe: Probe, trainer: ProbeTrainer, tokens: int = REFERENCE_TOKENS, alternatives: int = 0
-) -> Probe:
+PROBE_CHECKS = {"float32": ProbeCheck(tolerance=0.001, answer_tokens=1, alternatives=4)}
+"""Per serving dtype, from measurements. float32: on the answer tokens alone, a server
+still on weights one iteration of the learning benchmark's vanilla GRPO old (two
+mini-batch steps at lr 5e-5) differed from the trainer by 1e-7 to 6e-4 on average over 5
+served kv-calc prompts, inside the former 0.02 tolerance and at times inside the noise,
+so a stale swap passed. With 4 runners-up per position (token ids the trainer ranks
+next) it differs by 1.0e-2 to 2.6e-2, against 0.8e-5 to 3.3e-5 (max per token 5.7e-5)
+with the right weights (2-token answers, 409-854-token prompts, a float32 server without
+LoRA, AVX2 EPYC, 2026-12-01): the tolerance sits 30x above that noise and 10x below that
+change. One answer token is then enough to compare on, and saves an engine step per
+swap."""
+DEFAULT_CHECK = ProbeCheck(tolerance=0.08, answer_tokens=2)
+"""bfloat16, other dtypes, and servers whose dtype is unknown (attached by URL). bf16
+answer tokens vs the trainer, 6 kv-calc prompts, base weights: 0.016-0.035 mean (max
+per token 0.145); over 12 prompts the worst mean was 0.064 with 2 tokens, 0.071 with 4,
+0.097 with 1. No runners-up: a bf16 server's noise on unlikely tokens is not measured
+(this project's AVX2-only machines cannot serve bf16), so there the probe catches wrong
+weights, not one step of staleness."""
+
+
+def probe_check(dtype: str | None, tolerance: float | None = None) -> ProbeCheck:
+    """The check for a server of `dtype` (None: unknown), with `tolerance` if given."""
+    check = PROBE_CHECKS.get(dtype or "", DEFAULT_CHECK)
+    return check if tolerance is None else check.model_copy(update={"tolerance": tolerance})
+
+
+def reference_probe(probe: Probe, trainer: ProbeTrainer, check: ProbeCheck) -> Probe:
     """The probe's prompt with the trainer's own greedy answer, its logprobs and those of
-    `alternatives` runners-up per position under the new weights: computed before the
-    swap, while the server answers with the old ones."""
+    the runners-up at each position under the new weights: computed before the swap,
+    while the server answers with the old ones."""
     prompt = probe.prompt_token_ids
-    answer = trainer.greedy(prompt, tokens)
-    ids, rows = trainer.runners_up(prompt, answer, alternatives) if alternatives else ([], [])
+    answer = trainer.greedy(prompt, check.answer_tokens)
+    k = check.alternatives
+    ids, rows = trainer.runners_up(prompt, answer, k) if k else ([], [])
     return Probe(
         prompt_token_ids=prompt,
         completion_token_ids=answer,
@@ -150,38 +187,6 @@ class SwapReport(BaseModel):
     error: str | None = None
 
 
-PROBE_TOLERANCE = {"float32": 0.001}
-"""Mean |served - trainer| logprob a correct swap stays within, per serving dtype.
-float32, over the 2-token answer and 4 runners-up per position (5 served kv-calc prompts
-of 409-854 tokens, a float32 server without LoRA, AVX2 EPYC, 2026-12-01): 0.8e-5 to
-3.3e-5 (max per token 5.7e-5) with the right weights; 1.0e-2 to 2.6e-2 with weights one
-GRPO iteration old. The tolerance sits 30x above that noise and 10x below that change.
-bfloat16 (answer tokens only, 6 kv-calc prompts, base weights): 0.016-0.035 (max per
-token 0.145). Other dtypes, and servers whose dtype is unknown (attached by URL), get
-`BF16_TOLERANCE`."""
-BF16_TOLERANCE = 0.08
-
-
-def probe_tolerance(dtype: str | None) -> float:
-    return PROBE_TOLERANCE.get(dtype or "", BF16_TOLERANCE)
-
-
-PROBE_ALTERNATIVES = {"float32": 4}
-"""Runners-up per answer position the probe compares too, per serving dtype. Measured on
-the learning benchmark's vanilla-GRPO seed 0 (one iteration of two mini-batch steps at
-lr 5e-5; 5 served prompts, float32 server): on the answer tokens alone a server still on
-the previous weights differed by 1e-7 to 6e-4 on average, inside the old 0.02 tolerance
-and at times inside the noise, so a stale swap passed; with 4 runners-up per position
-(7-8 token ids in all) it differs by 1e-2 to 2.6e-2 (`PROBE_TOLERANCE`). Not on other
-dtypes: a bf16 server's noise on unlikely tokens is not measured (this project's
-AVX2-only machines cannot serve bf16), so there the probe compares the answer tokens and
-catches wrong weights, not one step of staleness."""
-
-
-def probe_alternatives(dtype: str | None) -> int:
-    return PROBE_ALTERNATIVES.get(dtype or "", 0)
-
-
 class WeightSync:
     """Swaps weights into one server under one stable name."""
 
@@ -189,15 +194,17 @@ class WeightSync:
         self,
         endpoint: ModelEndpoint,
         method: Literal["lora", "full"],
-        tolerance: float = BF16_TOLERANCE,
+        check: ProbeCheck = DEFAULT_CHECK,
         timeout_s: float = 300.0,
-        alternatives: int = 0,
     ) -> None:
-        self.endpoint, self.method, self.tolerance = endpoint, method, tolerance
-        self.alternatives = alternatives  # runners-up a referenced probe compares
+        self.endpoint, self.method, self.check = endpoint, method, check
         self.server = ServerWeights(endpoint, timeout_s)
         self.current: Path | None = None  # what the server serves now
         self.version = "base"
+
+    @property
+    def tolerance(self) -> float:
+        return self.check.tolerance
 
     @property
     def card(self) -> PolicyCard:
