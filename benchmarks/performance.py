@@ -217,7 +217,11 @@ def bench_swap(work: Path) -> dict:
     dtype = serving_dtype(ServerSettings(), detect_platform())  # both servers' (fastest)
     check = probe_check(dtype)
     probe = reference_probe(probe, policy, check)
-    result.update(reference_s=time.perf_counter() - began, probe_tokens=probe.answer_tokens)
+    result.update(
+        reference_s=time.perf_counter() - began,
+        probe_tokens=probe.answer_tokens,
+        probe_runners_up=len(probe.alternative_ids),
+    )
     # LoRA swaps on a LoRA server (the stable name is the adapter; the streams ask for
     # it), full reloads on a server without LoRA (as `train` serves full swaps); 8 client
     # streams without retries run through both.
@@ -429,6 +433,7 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "",
             "From weights on disk to a verified answer with them (load + the server's "
             f"greedy {s.get('probe_tokens', '—')}-token answer to the probe, its logprobs "
+            f"and those of the trainer's {s.get('probe_runners_up', 0)} runners-up there "
             "checked against the trainer's), median of 3; restart = stop, start, healthy. "
             "The trainer answers the probe itself before the swap, while the old weights "
             f"still serve ({s.get('reference_s', '—')} s, not in the swap's time); a server "
