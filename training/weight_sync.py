@@ -77,12 +77,12 @@ class Probe(BaseModel):
         """|served - trainer| logprob of each runner-up, at the answer positions whose
         preceding tokens the server chose as the trainer did (a position's distribution
         depends only on the tokens before it)."""
-        same = 0
-        while same < min(len(tokens), len(self.completion_token_ids)) and (
-            tokens[same] == self.completion_token_ids[same]
-        ):
-            same += 1
-        positions = min(same + 1, len(tokens), len(self.alternative_logprobs))
+        agreed = 0
+        for served_token, own in zip(tokens, self.completion_token_ids, strict=False):
+            if served_token != own:
+                break
+            agreed += 1
+        positions = min(agreed + 1, len(tokens), len(self.alternative_logprobs))
         return [
             abs(served[i][token] - self.alternative_logprobs[i][j])
             for i in range(positions)
