@@ -24,10 +24,11 @@ class Trainer:
         self.scored.append(completion)
         return [-0.5] * len(completion)
 
-    def runners_up(
+    def probe_scores(
         self, prompt: list[int], completion: list[int], k: int
-    ) -> tuple[list[int], list[list[float]]]:
-        return [100 + i for i in range(k)], [[-5.0 - i for i in range(k)] for _ in completion]
+    ) -> tuple[list[float], list[int], list[list[float]]]:
+        rows = [[-5.0 - i for i in range(k)] for _ in completion] if k else []
+        return self.completion_logprobs(prompt, completion), [100 + i for i in range(k)], rows
 
 
 class AnsweringSync(WeightSync):

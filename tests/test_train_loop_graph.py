@@ -50,6 +50,11 @@ class FakePolicy:
     def completion_logprobs(self, prompt: list[int], completion: list[int]) -> list[float]:
         return [-0.5 - 0.1 * self.version] * len(completion)
 
+    def probe_scores(
+        self, prompt: list[int], completion: list[int], k: int
+    ) -> tuple[list[float], list[int], list[list[float]]]:
+        return self.completion_logprobs(prompt, completion), [], []
+
 
 class FakeSync:
     """Stands in for the HTTP weight sync: records what it was asked to serve."""

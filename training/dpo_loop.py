@@ -43,7 +43,7 @@ from seal_graph.training.preferences import (
 from seal_graph.training.report import hard_negative_section
 from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.sft import expert_episode, task_tools
-from seal_graph.training.weight_sync import Probe, WeightSync
+from seal_graph.training.weight_sync import Probe, WeightSync, reference_probe
 
 FAILURE_NAME = "seal-failure-agent"
 """The name the failure agent is served under."""
@@ -111,7 +111,7 @@ class HardNegativeDPO(Algorithm):
         """Serve the failure agent's current adapter under its name, verified."""
         failure, sync = self.failure, self.failure_sync
         assert failure is not None and sync is not None
-        probe = probe or default_probe(run)
+        probe = reference_probe(probe or default_probe(run), failure, sync.check)
         weights = failure.save_adapter(_failure_dir(run, failure.version))
         report = sync.swap(
             weights, f"failure-{failure.version}", probe, failure.completion_logprobs

@@ -86,15 +86,17 @@ class Policy:
         rows = self._logprob_rows(prompt_ids, completion_ids)
         return rows.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
 
-    def runners_up(
+    def probe_scores(
         self, prompt_ids: list[int], completion_ids: list[int], k: int
-    ) -> tuple[list[int], list[list[float]]]:
-        """The `k` likeliest tokens after each completion token's own (over all positions,
-        without repeats), and every position's logprobs of them: the swap probe's most
-        weight-sensitive tokens (`seal_graph.training.weight_sync.Probe`)."""
+    ) -> tuple[list[float], list[int], list[list[float]]]:
+        """From one forward pass: each completion token's logprob, the `k` likeliest tokens
+        after each one's own (over all positions, without repeats) and every position's
+        logprobs of them, the swap probe's most weight-sensitive tokens
+        (`seal_graph.training.weight_sync.reference_probe`)."""
         rows = self._logprob_rows(prompt_ids, completion_ids)
+        chosen = rows.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
         ids: list[int] = []
-        for row, chosen in zip(rows, completion_ids, strict=True):
-            ranked = [t for t in row.topk(k + 1).indices.tolist() if t != chosen]
+        for row, token in zip(rows, completion_ids, strict=True):
+            ranked = [t for t in row.topk(k + 1).indices.tolist() if t != token]
             ids += [t for t in ranked[:k] if t not in ids]
-        return ids, rows[:, ids].tolist()
+        return chosen, ids, rows[:, ids].tolist() if ids else []

@@ -99,13 +99,9 @@ class ProbeTrainer(Protocol):
 
     def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> list[int]: ...
 
-    def completion_logprobs(
-        self, prompt_ids: list[int], completion_ids: list[int]
-    ) -> list[float]: ...
-
-    def runners_up(
+    def probe_scores(
         self, prompt_ids: list[int], completion_ids: list[int], k: int
-    ) -> tuple[list[int], list[list[float]]]: ...
+    ) -> tuple[list[float], list[int], list[list[float]]]: ...
 
 
 class ProbeCheck(BaseModel):
@@ -159,12 +155,11 @@ def reference_probe(probe: Probe, trainer: ProbeTrainer, check: ProbeCheck) -> P
     while the server answers with the old ones."""
     prompt = probe.prompt_token_ids
     answer = trainer.greedy(prompt, check.answer_tokens)
-    k = check.alternatives
-    ids, rows = trainer.runners_up(prompt, answer, k) if k else ([], [])
+    logprobs, ids, rows = trainer.probe_scores(prompt, answer, check.alternatives)
     return Probe(
         prompt_token_ids=prompt,
         completion_token_ids=answer,
-        completion_logprobs=trainer.completion_logprobs(prompt, answer),
+        completion_logprobs=logprobs,
         alternative_ids=ids,
         alternative_logprobs=rows,
     )
