@@ -260,6 +260,7 @@ def final_evaluation(run_dir: Path, version: int, config: Any, args: argparse.Na
 
 def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One method, one seed: the loop from the warm start, then its final evaluation."""
+    from seal_graph.training.compute import use_bf16
     from seal_graph.training.metrics import SplitResult, history_of
     from seal_graph.training.report import STAGES
     from seal_graph.training.run import run_training
@@ -304,6 +305,10 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         "trained_episodes": episodes,
         "tokens_per_trained_episode": forwarded / episodes if episodes else None,
         "forwarded_per_episode_token": forwarded / own if own else None,
+        # the training step's throughput in useful tokens (`throughput_lines`)
+        "episode_tokens": own,
+        "train_seconds": sum(r.stage_seconds("train") for r in history),
+        "train_precision": "bf16" if use_bf16(config.optim.precision) else "fp32",
         # the stages' own wall time: counts every iteration once even when the run was
         # interrupted and resumed (server start-ups, ~0.5-1.5 min, are not in it)
         "minutes": (staged + final_seconds) / 60,
@@ -415,6 +420,36 @@ def plot_curves(runs: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def throughput_lines(warm: dict, runs: list[dict]) -> list[str]:
+    """The GRPO step's and the warm start's useful tokens per second (episode tokens, no
+    repeats, no padding; per second of the whole train stage, its no-grad behaviour pass
+    and trainer set-up included) against this machine's training limit, where
+    `benchmarks/performance.py --only limit` measured one."""
+    steps = [r for r in runs if r.get("episode_tokens") and r.get("train_seconds")]
+    if not steps:
+        return []
+    grpo = sum(r["episode_tokens"] for r in steps) / sum(r["train_seconds"] for r in steps)
+    sft = warm["sft"]["trained_tokens"] / warm["sft"]["seconds"]
+    line = (
+        f"- Useful training tokens per second (episode tokens once, no padding, over the "
+        f"whole step): GRPO step {grpo:.0f} (the {len(steps)} GRPO runs' steps pooled), "
+        f"warm start {sft:.0f}"
+    )
+    saved = RESULTS.parent / "performance.json"
+    limit = load(saved).get("limit") if saved.exists() else None
+    precision = steps[0].get("train_precision", "fp32")
+    if limit is None or precision not in limit["data"]:
+        return [line + "; this machine's limit not measured yet "
+                "(`.venv/bin/python benchmarks/performance.py --only limit`)."]  # fmt: skip
+    top = limit["data"][precision]["max"]
+    ok = min(grpo, sft) >= 0.6 * top
+    return [
+        line + f"; the limit, LoRA forward+backward+AdamW in {precision}, is {top:.0f} "
+        f"tokens/s (`{limit['command']}`): {grpo / top:.2f}x and {sft / top:.2f}x, target "
+        f">= 0.6x: {'**met**' if ok else '**missed**'}."
+    ]
 
 
 def against_targets(table: dict, runs: list[dict], planned_seeds: int) -> list[str]:
@@ -534,6 +569,7 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "is not bitwise reproducible; a fresh checkout rebuilds the checkpoint from it).",
         *([f"Warm start minutes: {warm['minutes_note']}."] if "minutes_note" in warm else []),
         *against_targets(table, runs, len(args.seeds)),
+        *throughput_lines(warm, runs),
         "",
         "![training success per iteration; SEAL's failure labels](learning_curves.png)",
         "",

@@ -1,7 +1,7 @@
 """Speed and cost, as ratios measured in one run, written to docs/results/performance.md.
 
     .venv/bin/python benchmarks/performance.py [--concurrency 1 4 8 16 32]
-        [--only rollout swap grpo store main]
+        [--only rollout swap grpo limit store main]
 
 * rollout: tokens/s through the LangGraph rollout graph (kv-calc episodes: tools, checks,
   checkpoints, trace store) vs raw vLLM generation of the same prompts (the graph's own
@@ -12,6 +12,10 @@
   of 8 client streams running throughout;
 * grpo: seconds per optimiser step of the diagnosis-reweighted GRPO (`TraceGRPOTrainer`:
   batch built from stored calls) vs TRL's plain `GRPOTrainer` handed the identical tensors;
+* limit: the machine's training limit, LoRA r=16 forward+backward+AdamW tokens/s of the
+  bundled model on random tokens (batch x length 1x2048, 2x1024, 4x640), float32 and,
+  where the CPU has bf16 kernels, under bf16 autocast: what the GRPO step and the warm
+  start are measured against (`docs/results/learning.md`);
 * store: trace-store write and read throughput (episodes/s) and bytes per episode;
 * main (not in the default set; ~10 min): the README's main command from a fresh clone of
   HEAD with an empty `SEAL_GRAPH_HOME` (the model converted again; this checkout's
@@ -327,6 +331,36 @@ def bench_grpo(samples: int = 16) -> dict:
     return result
 
 
+def bench_limit(shapes: tuple = ((1, 2048), (2, 1024), (4, 640)), steps: int = 2) -> dict:
+    from seal_graph.training.compute import use_bf16
+    from seal_graph.training.policy import Policy
+    from seal_graph.training.settings import LoraSettings
+
+    model = Policy(ensure_bundled_model(), LoraSettings(r=16, alpha=32)).model
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
+    generator = torch.Generator().manual_seed(0)
+    precisions = ["fp32", "bf16"] if use_bf16("auto") else ["fp32"]
+    result: dict[str, Any] = {}
+    for precision in precisions:
+        rates = []
+        for batch, length in shapes:
+            ids = torch.randint(100, 20000, (batch, length), generator=generator)
+            times = []
+            for _ in range(steps + 1):  # the first builds the optimiser state: not counted
+                began = time.perf_counter()
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                    loss = model(input_ids=ids, labels=ids).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                times.append(time.perf_counter() - began)
+            rates.append(round(batch * length / statistics.median(times[1:]), 1))
+            print(json.dumps({"limit": [precision, batch, length, rates[-1]]}), flush=True)
+        result[precision] = {"tokens_per_s": rates, "max": max(rates)}
+    return {"shapes": [list(s) for s in shapes], **result}
+
+
 def bench_store(work: Path, source: Path, copies: int = 500) -> dict:
     episodes = TraceStore(source).episodes()
     store = TraceStore(work / "store-bench.sqlite")
@@ -473,6 +507,26 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "|---|---|---|",
             f"| {g['trace_grpo_step_s']} s | {g['plain_trl_step_s']} s | {g['ratio']} |",
         ]
+    if "limit" in results:
+        t = results["limit"]
+        lines += [
+            "",
+            "## Training limit of this machine",
+            "",
+            f"`{commands['limit']}`",
+            "",
+            "LoRA r=16 forward+backward+AdamW step of the bundled model on random tokens, "
+            "tokens/s per batch x length, median of 2 after a first step. The GRPO step and "
+            "the warm start are measured against the highest (`learning.md`).",
+            "",
+            "| precision | " + " | ".join(f"{b} x {n}" for b, n in t["shapes"]) + " |",
+            "|---|" + "---|" * len(t["shapes"]),
+            *(
+                f"| {p} | " + " | ".join(str(r) for r in t[p]["tokens_per_s"]) + " |"
+                for p in ("fp32", "bf16")
+                if p in t
+            ),
+        ]
     if "store" in results:
         t = results["store"]
         lines += [
@@ -538,6 +592,8 @@ def main() -> None:
             results["swap"] = bench_swap(work)
         if "grpo" in args.only:
             results["grpo"] = bench_grpo()
+        if "limit" in args.only:
+            results["limit"] = bench_limit()
         if "main" in args.only:
             results["main"] = bench_main_command(work)
     command = f".venv/bin/python benchmarks/performance.py {' '.join(sys.argv[1:])}".strip()

@@ -18,9 +18,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-from peft import set_peft_model_state_dict
-from safetensors.torch import load_file
-
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.training.policy import Policy
 from seal_graph.training.settings import LoraSettings
@@ -38,8 +35,7 @@ BASE = Path("runs/bench-learning/warm-start-model")
 
 def policy_at(step: int) -> Policy:
     policy = Policy(BASE, LoraSettings())
-    adapter = RUN / f"adapters/step-{step}/adapter_model.safetensors"
-    set_peft_model_state_dict(policy.model, load_file(str(adapter)))
+    policy.load_adapter(RUN / f"adapters/step-{step}")
     return policy
 
 

@@ -10,7 +10,10 @@ overrides it.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import resource
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,6 +47,23 @@ def release_mixed_precision(trainer: Any) -> None:
     trainer.accelerator.unwrap_model(trainer.model, keep_fp32_wrapper=False)
 
 
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def reset_peak_rss() -> None:
+    """Start `peak_rss_mb` afresh, so a step reports its own peak rather than the high-water
+    mark of everything the process did before it (model conversion, merges, evaluations).
+    Linux resets it through `/proc/self/clear_refs`; elsewhere the peak stays since start."""
+    with contextlib.suppress(OSError):
+        _CLEAR_REFS.write_text("5")
+
+
 def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MB (what a step is reported with)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident memory since the last `reset_peak_rss` (Linux; elsewhere since the
+    process started), in MB: what a step is reported with."""
+    try:
+        status = _STATUS.read_text()
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024

@@ -35,6 +35,7 @@ from trl.trainer.dpo_trainer import DataCollatorForPreference
 from seal_graph.training.compute import (
     peak_rss_mb,
     release_mixed_precision,
+    reset_peak_rss,
     trainer_compute_args,
     use_bf16,
 )
@@ -135,6 +136,7 @@ def dpo_step(
     seed: int = 0,
 ) -> dict[str, float]:
     """One round of DPO over the rows: `epochs` passes, `batch_pairs` pairs per step."""
+    reset_peak_rss()
     began = time.perf_counter()
     if settings.max_pairs and len(rows) > settings.max_pairs:
         rows = random.Random(seed).sample(rows, settings.max_pairs)

@@ -45,7 +45,12 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from trl import GRPOConfig, GRPOTrainer
 
 from seal_graph.records import TrainingSample
-from seal_graph.training.compute import peak_rss_mb, release_mixed_precision, trainer_compute_args
+from seal_graph.training.compute import (
+    peak_rss_mb,
+    release_mixed_precision,
+    reset_peak_rss,
+    trainer_compute_args,
+)
 from seal_graph.training.settings import OptimConfig
 
 
@@ -195,6 +200,7 @@ def grpo_step(
     an earlier step saved. Under a distributed launcher each rank sees its share of the
     rows and gradients are all-reduced: still one optimiser step per call.
     """
+    reset_peak_rss()
     if config.drop_zero_advantage and config.beta == 0.0:
         rows = [r for r in rows if r.advantage != 0.0]
     if config.max_samples and len(rows) > config.max_samples:

@@ -9,7 +9,8 @@ import tempfile
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
+from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from seal_graph.training.settings import LoraSettings
@@ -35,6 +36,12 @@ class Policy:
     @property
     def name(self) -> str:
         return f"step-{self.version}"
+
+    def load_adapter(self, adapter_dir: Path) -> None:
+        """Put the weights of an adapter `save_adapter` wrote into the model (in place:
+        the optimiser's references to the parameters stay valid)."""
+        weights = load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
+        set_peft_model_state_dict(self.model, weights)
 
     def save_adapter(self, target: Path) -> Path:
         """Write the adapter (PEFT format vLLM loads) atomically to `target`."""
@@ -83,8 +90,7 @@ class Policy:
 
     def completion_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """Logprob of each completion token under the current policy (adapter on)."""
-        rows = self._logprob_rows(prompt_ids, completion_ids)
-        return rows.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
+        return _chosen(self._logprob_rows(prompt_ids, completion_ids), completion_ids)
 
     def probe_scores(
         self, prompt_ids: list[int], completion_ids: list[int], k: int
@@ -94,9 +100,13 @@ class Policy:
         logprobs of them, the swap probe's most weight-sensitive tokens
         (`seal_graph.training.weight_sync.reference_probe`)."""
         rows = self._logprob_rows(prompt_ids, completion_ids)
-        chosen = rows.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
         ids: list[int] = []
         for row, token in zip(rows, completion_ids, strict=True):
             ranked = [t for t in row.topk(k + 1).indices.tolist() if t != token]
             ids += [t for t in ranked[:k] if t not in ids]
-        return chosen, ids, rows[:, ids].tolist() if ids else []
+        return _chosen(rows, completion_ids), ids, rows[:, ids].tolist() if ids else []
+
+
+def _chosen(rows: torch.Tensor, completion_ids: list[int]) -> list[float]:
+    """Each position's logprob of the token that was actually there."""
+    return rows.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()

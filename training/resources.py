@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from peft import set_peft_model_state_dict
 from rich.console import Console
-from safetensors.torch import load_file
 
 from seal_graph.serving import ModelEndpoint
 from seal_graph.store import TraceStore
@@ -54,8 +52,7 @@ class LoopRun:
             return
         if version == 0:
             raise ValueError("step 0 is the fresh adapter; it is never reloaded")
-        weights = load_file(str(self.adapter_dir(version) / "adapter_model.safetensors"))
-        set_peft_model_state_dict(self.policy.model, weights)
+        self.policy.load_adapter(self.adapter_dir(version))
         self.policy.version = version
 
     def weights_for(self, version: int) -> Path:
