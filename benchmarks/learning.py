@@ -313,6 +313,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         # interrupted and resumed (server start-ups, ~0.5-1.5 min, are not in it)
         "minutes": (staged + final_seconds) / 60,
         "process_minutes": (time.perf_counter() - began) / 60,
+        "resumed": resume,  # its minutes lack the cut-off part of an interrupted stage
         "serving_dtype": args.dtype,
         "machine": machine(args.dtype),
     }
@@ -370,6 +371,7 @@ def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
         if method != BASELINE and paired:
             entry["delta_vanilla"] = interval(*seeds_and_tasks_ci(paired))
         entry["minutes_per_run"] = round(statistics.fmean(r["minutes"] for r in mine), 1)
+        entry["resumed_runs"] = sum(bool(r.get("resumed")) for r in mine)
         tokens = [r["tokens_per_trained_episode"] for r in mine if r["tokens_per_trained_episode"]]
         entry["tokens_per_trained_episode"] = round(statistics.fmean(tokens)) if tokens else None
         entry["optimizer_steps_per_run"] = statistics.fmean(r["optimizer_steps"] for r in mine)
@@ -555,7 +557,8 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         lines.append(
             f"| {method} | {m['seeds']} | {_score(m['test'])} | {_score(m['test_sampled'])} | "
             f"{_score(m['ood'])} | {_cell(m['delta_warm_start'])} | "
-            f"{_cell(m.get('delta_vanilla'))} | {m['minutes_per_run']} | "
+            f"{_cell(m.get('delta_vanilla'))} | {m['minutes_per_run']}"
+            f"{'*' if m.get('resumed_runs') else ''} | "
             f"{m['tokens_per_trained_episode']} |"
         )
     lines += [
@@ -564,7 +567,9 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "evaluations; for a LoRA-served run also its merge and final evaluation, that "
         "server's start included; other server start-ups left out), so a run interrupted "
         "and resumed "
-        "counts each iteration once. The shared warm start is the bundled model with the "
+        "counts each iteration once; * marks a mean over runs of which some were "
+        "interrupted and resumed, whose cut-off stage counts only its last attempt (low by "
+        "up to that stage's length). The shared warm start is the bundled model with the "
         "adapter kept in `docs/results/learning/warm-start-adapter/` merged in (CPU SFT "
         "is not bitwise reproducible; a fresh checkout rebuilds the checkpoint from it).",
         *([f"Warm start minutes: {warm['minutes_note']}."] if "minutes_note" in warm else []),

@@ -98,17 +98,22 @@ class LoopState(LoopInput, LoopOutput, total=False):
     history: Annotated[list[dict[str, Any]], operator.add]
 
 
-def _stage(state: LoopState, name: str, metrics: dict[str, Any]) -> dict[str, Any]:
-    seconds = metrics.get("seconds", 0.0)
+def _stage(state: LoopState, name: str, metrics: dict[str, Any], began: float) -> dict[str, Any]:
+    """The stage's metrics into the iteration's record, with its wall time since `began`."""
+    metrics["wall_seconds"] = time.perf_counter() - began
     console.print(
         f"[bold]iteration {state.get('iteration', 0)}[/] {name}: "
-        f"{_brief(metrics)} ({seconds:.1f} s)"
+        f"{_brief(metrics)} ({metrics['wall_seconds']:.1f} s)"
     )
     return {"current": {name: metrics}}
 
 
 def _brief(metrics: dict[str, Any]) -> str:
-    keys = [k for k, v in metrics.items() if isinstance(v, int | float | str) and k != "seconds"]
+    keys = [
+        k
+        for k, v in metrics.items()
+        if isinstance(v, int | float | str) and k not in ("seconds", "wall_seconds")
+    ]
     return ", ".join(
         f"{k}={metrics[k]:.3g}" if isinstance(metrics[k], float) else f"{k}={metrics[k]}"
         for k in keys[:6]
@@ -163,23 +168,26 @@ def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any
 
 
 def rollout(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    began = time.perf_counter()
     run = _run(runtime)
     interface = InterfaceVersion.model_validate(state["interface"])
     metrics = loop.rollout(run, state["iteration"], interface, state["served_version"])
     metrics.update(run.algorithm.rollout(run, state["iteration"], interface, state["algorithm"]))
-    return _stage(state, "rollout", metrics)
+    return _stage(state, "rollout", metrics, began)
 
 
 def diagnose(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-    return _stage(state, "diagnose", loop.diagnose(_run(runtime), state["iteration"]))
+    began = time.perf_counter()
+    return _stage(state, "diagnose", loop.diagnose(_run(runtime), state["iteration"]), began)
 
 
 def evolve(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    began = time.perf_counter()
     run = _run(runtime)
     current = InterfaceVersion.model_validate(state["interface"])
     pairs = loop.labelled_batch(run, state["iteration"])
     proposed, metrics = loop.evolve_interface(run, state["iteration"], current, pairs)
-    return {**_stage(state, "evolve", metrics), "interface": proposed.model_dump()}
+    return {**_stage(state, "evolve", metrics, began), "interface": proposed.model_dump()}
 
 
 def train(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
@@ -189,7 +197,7 @@ def train(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     result = run.algorithm.train(run, state["iteration"], pairs, state["algorithm"])
     metrics = {**result.metrics, "seconds": time.perf_counter() - began}
     update: dict[str, Any] = {
-        **_stage(state, "train", metrics),
+        **_stage(state, "train", metrics, began),
         "policy_version": run.policy.version,
         "algorithm": {**state["algorithm"], **result.state},
     }
@@ -199,6 +207,7 @@ def train(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
 
 
 def swap(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    began = time.perf_counter()
     run = _run(runtime)
     probe = _probe(state)
     other, updates = run.algorithm.swap(run, state["algorithm"], probe)
@@ -208,13 +217,14 @@ def swap(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     version = state["policy_version"]
     if version == state["served_version"]:
         metrics = {"ok": True, "seconds": 0.0, "note": "no new weights"}
-        return {**update, **_stage(state, "swap", metrics)}
+        return {**update, **_stage(state, "swap", metrics, began)}
     metrics = loop.swap(run, version, probe)
     served = version if metrics["ok"] else state["served_version"]
-    return {**update, **_stage(state, "swap", metrics), "served_version": served}
+    return {**update, **_stage(state, "swap", metrics, began), "served_version": served}
 
 
 def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    began = time.perf_counter()
     run = _run(runtime)
     settings = run.config.eval
     last = state["iteration"] + 1 == run.config.iterations
@@ -226,7 +236,7 @@ def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
             split: loop.evaluate(run, state["iteration"], state["served_version"], split)
             for split in settings.final_splits
         }
-    return _stage(state, "evaluate", metrics)
+    return _stage(state, "evaluate", metrics, began)
 
 
 def finish(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:

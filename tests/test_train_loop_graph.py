@@ -161,6 +161,10 @@ def test_whole_loop_wiring_with_fake_model_and_fake_trainer(tmp_path: Path) -> N
     ):
         assert 0.0 <= low <= success <= high <= 1.0
     assert set(final["splits"]) == {"test"} and final["splits"]["test"]["ci"] is not None
+    # a stage's wall time holds all it did: the final evaluation's extra split included
+    assert final["wall_seconds"] >= final["seconds"] + final["splits"]["test"]["seconds"]
+    for record in history:
+        assert record["swap"]["wall_seconds"] >= record["swap"]["seconds"]
     state = graph.get_state(thread).values
     assert (state["policy_version"], state["served_version"]) == (2, 2)
     assert state["algorithm"] == {"steps": 2} and state["probe"] == PROBE.model_dump()

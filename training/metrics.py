@@ -15,7 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field
 class _Stage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    seconds: float = Field(default=0.0, description="Wall time of the stage.")
+    seconds: float = Field(
+        default=0.0,
+        description="The stage's own measure: its wall time, except a swap's (from the "
+        "load request to the verified answer, the figure swaps are judged by).",
+    )
+    wall_seconds: float | None = Field(
+        default=None,
+        description="The whole stage as the loop ran it (a swap's checkpoint writing and "
+        "probe referencing, a failure agent's rollouts, the final extra splits included); "
+        "None in records written before it was kept.",
+    )
 
 
 class FailureAgentRollout(_Stage):
@@ -137,8 +147,11 @@ class IterationMetrics(BaseModel):
     )
 
     def stage_seconds(self, stage: str) -> float:
+        """The stage's whole wall time (its own measure in older records)."""
         record = getattr(self, stage)
-        return record.seconds if record is not None else 0.0
+        if record is None:
+            return 0.0
+        return record.wall_seconds if record.wall_seconds is not None else record.seconds
 
 
 def history_of(records: list[dict[str, Any]]) -> list[IterationMetrics]:
