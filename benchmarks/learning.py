@@ -8,8 +8,8 @@ One supervised warm start of the bundled model on kv-calc's expert trajectories 
 `cpu` preset's warm start, at `--warm-steps` SFT steps) is merged into a checkpoint that
 every run starts from, so all methods get the same starting point and the same budget:
 `--iterations` loop iterations of `--tasks` x `--group` training episodes, each followed
-by the algorithm's optimiser steps (GRPO: `--mini-batches` steps over the iteration's
-episodes; DPO: one round). Each run ends with greedy and sampled evaluations on all of
+by `--mini-batches` optimiser steps (GRPO: over the iteration's episodes; DPO: one
+round of `--pairs` pairs). Each run ends with greedy and sampled evaluations on all of
 kv-calc's `test` tasks and a greedy one on its `ood` tasks (four-turn chains using both
 operations; no training task does), on the base interface, on a float32 server without
 LoRA: the run's own server where it swaps full weights (the GRPO runs), a fresh one
@@ -229,7 +229,12 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
         server_dtype=args.dtype,
         rollout={"tasks_per_iteration": args.tasks, "group_size": args.group, **temperature},
         optim={"max_samples": None, "mini_batches": args.mini_batches},
-        dpo={"epochs": 1, "batch_pairs": args.pairs, "max_pairs": args.pairs},
+        # as many optimiser steps per DPO round as GRPO takes per iteration: one budget
+        dpo={
+            "epochs": 1,
+            "batch_pairs": -(-args.pairs // args.mini_batches),
+            "max_pairs": args.pairs,
+        },
         eval={
             "limit": None,
             "every": args.iterations,
@@ -301,7 +306,11 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
             }
             for r in history
         ],
-        "optimizer_steps": sum(t.get("optimizer_steps", 0.0) for t in trains),
+        # GRPO's steps, or the DPO target's (the failure agent's are its own model's)
+        "optimizer_steps": sum(
+            t.get("optimizer_steps") or (t.get("target") or {}).get("optimizer_steps", 0.0)
+            for t in trains
+        ),
         "trained_episodes": episodes,
         "tokens_per_trained_episode": forwarded / episodes if episodes else None,
         "forwarded_per_episode_token": forwarded / own if own else None,
@@ -537,7 +546,8 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         f"({warm['settings']['steps']} SFT steps of {warm['settings']['batch_size']} expert "
         f"episodes); GRPO takes {args.mini_batches} optimiser "
         f"steps per iteration over all of its episodes (whole-episode sequences), DPO one "
-        f"round of at most {args.pairs} pairs. Evaluation on the base interface: greedy "
+        f"round of at most {args.pairs} pairs in as many steps. Evaluation on the base "
+        f"interface: greedy "
         f"and sampled ({args.eval_samples} episodes per task at temperature "
         f"{config.rollout.temperature}) on all {len(warm['test']['per_task'])} `test` "
         f"tasks, greedy on all {len(warm['ood']['per_task'])} `ood` tasks, each on a "
@@ -634,7 +644,9 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=8, help="Training tasks per iteration.")
     parser.add_argument("--group", type=int, default=4, help="Episodes per task (GRPO group).")
-    parser.add_argument("--mini-batches", type=int, default=2, help="GRPO steps per iteration.")
+    parser.add_argument(
+        "--mini-batches", type=int, default=2, help="Optimiser steps per iteration (GRPO, DPO)."
+    )
     parser.add_argument("--pairs", type=int, default=8, help="DPO pairs per round.")
     parser.add_argument(
         "--warm-steps", type=int, default=15, help="SFT steps of the shared warm start "

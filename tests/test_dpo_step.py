@@ -58,6 +58,7 @@ def test_second_dpo_round_on_the_same_policy_trains(policy: Policy, tmp_path: Pa
     after_first = policy.completion_logprobs(prompt, yes)
     second = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.5, tmp_path / "r1")
     assert first["pairs"] == second["pairs"] == 1
+    assert first["optimizer_steps"] == second["optimizer_steps"] == 1  # 1 pair per step
     assert list(policy.model.peft_config) == ["default"]
     assert policy.model.active_adapter == "default"
     after_second = policy.completion_logprobs(prompt, yes)

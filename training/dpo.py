@@ -186,6 +186,7 @@ def dpo_step(
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
     metrics.update(
         pairs=float(len(rows)),
+        optimizer_steps=float(trainer.state.global_step),
         beta=beta,
         reward_margin=float(logged[-1]["rewards/margins"]) if logged else 0.0,
         reward_accuracy=float(logged[-1].get("rewards/accuracies", 0.0)) if logged else 0.0,
