@@ -318,6 +318,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         "episode_tokens": own,
         "train_seconds": sum(r.stage_seconds("train") for r in history),
         "train_precision": "bf16" if use_bf16(config.optim.precision) else "fp32",
+        **trainer_loop(trains),
         # the stages' own wall time: counts every iteration once even when the run was
         # interrupted and resumed (server start-ups, ~0.5-1.5 min, are not in it)
         "minutes": (staged + final_seconds) / 60,
@@ -433,6 +434,23 @@ def plot_curves(runs: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def trainer_loop(trains: list[dict[str, Any]]) -> dict[str, float]:
+    """Where a GRPO run's step time goes: seconds inside TRL's optimisation loop (the
+    rest of the stage is the no-grad behaviour pass and set-up), the real tokens it
+    forwarded per second there, and the padding share of what it forwarded."""
+    grpo = [t for t in trains if t.get("tokens_per_second")]
+    forwarded = sum(t["forwarded_tokens"] for t in grpo)
+    real = [t["forwarded_tokens"] * (1 - t["padding_share"]) for t in grpo]
+    loop_seconds = sum(r / t["tokens_per_second"] for r, t in zip(real, grpo, strict=True))
+    if not loop_seconds:
+        return {}
+    return {
+        "trainer_loop_seconds": loop_seconds,
+        "trainer_loop_tokens_per_second": sum(real) / loop_seconds,
+        "padding_share": 1 - sum(real) / forwarded,
+    }
+
+
 def throughput_lines(warm: dict, runs: list[dict]) -> list[str]:
     """The GRPO step's and the warm start's useful tokens per second (episode tokens, no
     repeats, no padding; per second of the whole train stage, its no-grad behaviour pass
@@ -456,11 +474,25 @@ def throughput_lines(warm: dict, runs: list[dict]) -> list[str]:
                 "(`.venv/bin/python benchmarks/performance.py --only limit`)."]  # fmt: skip
     top = limit["data"][precision]["max"]
     ok = min(grpo, sft) >= 0.6 * top
-    return [
-        line + f"; the limit, LoRA forward+backward+AdamW in {precision}, is {top:.0f} "
-        f"tokens/s (`{limit['command']}`): {grpo / top:.2f}x and {sft / top:.2f}x, target "
-        f">= 0.6x: {'**met**' if ok else '**missed**'}."
-    ]
+    line += (
+        f"; the limit, LoRA forward+backward+AdamW in {precision}, is {top:.0f} tokens/s "
+        f"(`{limit['command']}`): {grpo / top:.2f}x and {sft / top:.2f}x, target >= 0.6x: "
+        f"{'**met**' if ok else '**missed**'}."
+    )
+    looped = [r for r in steps if r.get("trainer_loop_seconds")]
+    if looped:
+        inside = sum(r["trainer_loop_seconds"] for r in looped)
+        real = sum(r["trainer_loop_tokens_per_second"] * r["trainer_loop_seconds"] for r in looped)
+        line += (
+            f" Where the GRPO step's time goes: TRL's optimisation loop is "
+            f"{100 * inside / sum(r['train_seconds'] for r in looped):.0f}% of it, at "
+            f"{real / inside:.0f} forwarded real tokens/s ({real / inside / top:.2f}x the "
+            f"limit); the rest is the no-grad pass that scores every token before the step "
+            f"(the behaviour logprobs) and set-up; "
+            f"{100 * statistics.fmean(r['padding_share'] for r in looped):.0f}% of the "
+            f"forwarded tokens are padding."
+        )
+    return [line]
 
 
 def against_targets(table: dict, runs: list[dict], planned_seeds: int) -> list[str]:
