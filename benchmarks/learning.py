@@ -86,8 +86,13 @@ def evaluate_checkpoint(
 ) -> dict[str, Any]:
     """The warm start's evaluation, as a run's final one: greedy and sampled (at the
     rollout temperature) on all `test` tasks, greedy on all `ood` tasks, the base
-    interface, the preset's limits. An interrupted evaluation starts over."""
-    shutil.rmtree(work, ignore_errors=True)
+    interface, the preset's limits. An interrupted evaluation of the same weights continues
+    (its stored episodes are kept); one of other weights starts over."""
+    stamp, digest = work / "model.sha256", fingerprint(model_dir)
+    if not stamp.is_file() or stamp.read_text() != digest:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        stamp.write_text(digest)
     config = cpu_config()
     greedy = config.rollout.greedy(config.eval.max_tokens)
     sampled = greedy.model_copy(update={"temperature": temperature, "group_size": samples})
