@@ -63,6 +63,7 @@ class DPORound(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     pairs: float = 0.0
+    optimizer_steps: float | None = None
     beta: float | None = None
     train_loss: float | None = None
     reward_margin: float | None = None
