@@ -311,11 +311,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
             }
             for r in history
         ],
-        # GRPO's steps, or the DPO target's (the failure agent's are its own model's)
-        "optimizer_steps": sum(
-            t.get("optimizer_steps") or (t.get("target") or {}).get("optimizer_steps", 0.0)
-            for t in trains
-        ),
+        "optimizer_steps": sum(optimizer_steps(t, config) for t in trains),
         "trained_episodes": episodes,
         "tokens_per_trained_episode": forwarded / episodes if episodes else None,
         "forwarded_per_episode_token": forwarded / own if own else None,
@@ -437,6 +433,17 @@ def plot_curves(runs: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def optimizer_steps(train: dict[str, Any], config: Any) -> float:
+    """An iteration's optimiser steps: GRPO's, or the DPO target's (the failure agent's
+    are its own model's); records older than DPO's count get it from the settings."""
+    if train.get("optimizer_steps"):
+        return train["optimizer_steps"]
+    target = train.get("target") or {}
+    if target.get("optimizer_steps") is not None or not target.get("pairs"):
+        return target.get("optimizer_steps") or 0.0
+    return -(-target["pairs"] // config.dpo.batch_pairs) * config.dpo.epochs
 
 
 def trainer_loop(trains: list[dict[str, Any]]) -> dict[str, float]:
