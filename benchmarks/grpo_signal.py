@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from learning import SERVE_DTYPE, cpu_config, merge_warm_start, rollouts, train_warm_start
+from learning import SERVE_DTYPE, benchmark_config, merge_warm_start, rollouts, train_warm_start
 from machine import machine
 
 from seal_graph import ModelServer, ServerSettings
@@ -47,7 +47,7 @@ def mixed_share(rewards_by_task: dict[str, list[float]]) -> float:
 
 def measure(server: ModelServer, tasks: list[str], temperature: float, group: int, work: Path):
     """One temperature's batch on the served checkpoint: success and mixed groups."""
-    settings = cpu_config().rollout.model_copy(
+    settings = benchmark_config().rollout.model_copy(
         update={"temperature": temperature, "group_size": group}
     )
     path = work / f"t{temperature}.sqlite"

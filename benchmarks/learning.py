@@ -5,8 +5,9 @@
     .venv/bin/python benchmarks/learning.py --report-only           # rebuild the report
 
 One supervised warm start of the bundled model on kv-calc's expert trajectories (the
-`cpu` preset's warm start, at `--warm-steps` SFT steps) is merged into a checkpoint that
-every run starts from, so all methods get the same starting point and the same budget:
+warm start of the `cpu` preset as pinned in `benchmarks/learning.toml`, at `--warm-steps`
+SFT steps) is merged into a checkpoint that every run starts from, so all methods get the
+same starting point and the same budget:
 `--iterations` loop iterations of `--tasks` x `--group` training episodes, each followed
 by `--mini-batches` optimiser steps (GRPO: over the iteration's episodes; DPO: one
 round of `--pairs` pairs). Each run ends with greedy and sampled evaluations on all of
@@ -75,10 +76,15 @@ recorded. Not bfloat16 even where the CPU has its kernels: an AVX2-only machine 
 serve it, and bf16 greedy decoding flips near-ties, so runs served in the two differ."""
 
 
-def cpu_config(**overrides: Any) -> Any:
+SETTINGS = Path(__file__).with_name("learning.toml")
+"""Every run's settings: the `cpu` preset as the finished runs took it, pinned here so that
+tuning the preset does not change the runs still to come."""
+
+
+def benchmark_config(**overrides: Any) -> Any:
     from seal_graph.training.config import load_config
 
-    return load_config(None, "cpu", **overrides)
+    return load_config(SETTINGS, None, **overrides)
 
 
 def evaluate_checkpoint(
@@ -93,7 +99,7 @@ def evaluate_checkpoint(
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         stamp.write_text(digest)
-    config = cpu_config()
+    config = benchmark_config()
     greedy = config.rollout.greedy(config.eval.max_tokens)
     sampled = greedy.model_copy(update={"temperature": temperature, "group_size": samples})
     store = TraceStore(work / "traces.sqlite")
@@ -149,7 +155,7 @@ def train_warm_start(
     from seal_graph.training.sft import expert_dataset
     from seal_graph.training.sft import warm_start as sft
 
-    config = cpu_config(warm_start=warm_start_settings(steps))
+    config = benchmark_config(warm_start=warm_start_settings(steps))
     policy = Policy(ensure_bundled_model(), config.lora)
     dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
     metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
@@ -219,14 +225,14 @@ def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> None:
 
 
 def warm_start_settings(steps: int | None) -> dict[str, Any]:
-    """The warm start's SFT settings: the `cpu` preset's, with `steps` steps if given."""
-    return cpu_config(warm_start={"steps": steps} if steps else {}).warm_start.model_dump()
+    """The warm start's SFT settings: the pinned ones, with `steps` steps if given."""
+    return benchmark_config(warm_start={"steps": steps} if steps else {}).warm_start.model_dump()
 
 
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     spec = {**METHODS, **EXTRA_METHODS}[method]
     temperature = {"temperature": args.temperature} if args.temperature is not None else {}
-    config = cpu_config(
+    config = benchmark_config(
         model=str(args.out / "warm-start-model"),
         seed=seed,
         iterations=args.iterations,
@@ -247,6 +253,9 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
             "samples": args.eval_samples,
             "final_splits": ["ood"],
         },
+        # full-weight swaps keep the server at base speed; coevolve-dpo (two agents on one
+        # server) swaps LoRA adapters, and refuses a `swap` set against that
+        swap=None if spec["algo"] == "coevolve-dpo" else "full",
         **spec,
     )
     config.eval.final = config.swap == "full"  # else `final_evaluation` evaluates it
@@ -694,12 +703,12 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=8, help="DPO pairs per round.")
     parser.add_argument(
         "--warm-steps", type=int, default=15, help="SFT steps of the shared warm start "
-        "(the cpu preset's warm start otherwise; 15 gave the most groups with mixed rewards "
+        "(the pinned settings' otherwise; 15 gave the most groups with mixed rewards "
         "in benchmarks/grpo_signal.py, and the most room above it).",
     )  # fmt: skip
     parser.add_argument(
         "--temperature", type=float, default=None,
-        help="Rollout temperature (default: the cpu preset's).",
+        help="Rollout temperature (default: the pinned settings').",
     )  # fmt: skip
     parser.add_argument("--eval-samples", type=int, default=1, help="Sampled episodes per task.")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
