@@ -262,6 +262,22 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     return config
 
 
+def _signal(point: dict) -> str:
+    """What an iteration trained on: zero-signal of all GRPO groups, or the DPO round."""
+    if point.get("dpo_pairs") is None:
+        return f"{point['zero_signal_groups']}/{point['groups']}"
+    margin = point["dpo_margin"]
+    after = "no step" if margin is None else f"margin {margin:.2f}"
+    return f"{point['dpo_pairs']:.0f} pairs, {after}"
+
+
+def dpo_point(round_: Any) -> dict[str, float | None]:
+    """A DPO round's pairs and reward margin after it, for the curve; nothing for GRPO."""
+    if round_ is None:
+        return {}
+    return {"dpo_pairs": round_.pairs, "dpo_margin": round_.reward_margin}
+
+
 def final_evaluation(run_dir: Path, version: int, config: Any, args: argparse.Namespace) -> dict:
     """A LoRA-served run's final policy (adapter `version`) merged into the warm start and
     evaluated as the warm start was, on a float32 server without LoRA."""
@@ -317,6 +333,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
                 "labels": r.diagnose.label_prevalence,
                 "interface_version": r.interface_version,
                 "mismatch_mean": r.train.model_dump().get("mismatch_mean"),
+                **dpo_point(r.train.target),
             }
             for r in history
         ],
@@ -427,6 +444,7 @@ def plot_curves(runs: list[dict], path: Path) -> None:
         mean = [statistics.fmean(c[i]["train_success"] for c in mine) for i in range(steps)]
         curves.plot(range(1, steps + 1), mean, "o-", label=method)
     curves.set(xlabel="iteration", ylabel="training success (mean over seeds)")
+    curves.xaxis.get_major_locator().set_params(integer=True)
     curves.legend(fontsize=7)
     seal = [r["curve"] for r in runs if r["method"] == "seal"]
     names = sorted({n for c in seal for it in c for n in it["labels"]} - SUCCESS_LABELS)
@@ -622,7 +640,7 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
             f"{_score(m['ood'])} | {_cell(m['delta_warm_start'])} | "
             f"{_cell(m.get('delta_vanilla'))} | {m['minutes_per_run']}"
             f"{'*' if m.get('resumed_runs') else ''} | "
-            f"{m['tokens_per_trained_episode']} |"
+            f"{m['tokens_per_trained_episode'] or '— (DPO)'} |"
         )
     lines += [
         "",
@@ -641,16 +659,14 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "",
         "![training success per iteration; SEAL's failure labels](learning_curves.png)",
         "",
-        "Per run: training success and zero-signal groups per iteration.",
+        "Per run and iteration: training success, then zero-signal groups (GRPO) or the "
+        "target's DPO pairs and its reward margin after the round (DPO).",
         "",
         "| run | " + " | ".join(f"it {i + 1}" for i in range(args.iterations)) + " |",
         "|---|" + "---|" * args.iterations,
     ]
     for r in runs:
-        cells = [
-            f"{100 * c['train_success']:.0f}% ({c['zero_signal_groups']}/{c['groups']})"
-            for c in r["curve"]
-        ]
+        cells = [f"{100 * c['train_success']:.0f}% ({_signal(c)})" for c in r["curve"]]
         lines.append(f"| {r['method']} s{r['seed']} | " + " | ".join(cells) + " |")
     lines += [
         "",
