@@ -263,7 +263,8 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
 
 
 def _signal(point: dict) -> str:
-    """What an iteration trained on: zero-signal of all GRPO groups, or the DPO round."""
+    """What an iteration trained on: GRPO groups without signal of all groups, or the DPO
+    round."""
     if point.get("dpo_pairs") is None:
         return f"{point['zero_signal_groups']}/{point['groups']}"
     margin = point["dpo_margin"]
