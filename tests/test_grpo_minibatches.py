@@ -1,10 +1,12 @@
 """The GRPO step on the bundled model: an iteration's samples in several mini-batch
-optimiser steps, the later ones corrected by the ratio to the served logprobs."""
+optimiser steps, the later ones corrected by the ratio to the served logprobs; each row
+forwarded alone, without padding, scores as the padded batch."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from trl import GRPOTrainer
 
 from seal_graph.bundled_model import ensure_bundled_model
 from seal_graph.records import TrainingSample
@@ -114,3 +116,29 @@ def test_served_logprobs_off_the_trainers_are_measured_and_corrected_truncated(
     weights = torch.cat(seen)
     assert torch.allclose(weights, torch.full_like(weights, 2.0))  # |advantage| 1 x cap 2
     assert metrics["episodes"] == 1 and metrics["episode_tokens"] > 0
+
+
+def test_rows_forwarded_alone_score_as_the_padded_batch(policy: Policy, tmp_path) -> None:
+    """Each row cut to its own tokens and forwarded alone gives the logprobs and entropies
+    TRL's padded batch gives (left-padded prompts, right-padded completions), in the same
+    padded layout, to float rounding."""
+    rows = _rows(policy)
+    rows[0] = rows[0].model_copy(update={"prompt_token_ids": rows[0].prompt_token_ids[3:]})
+    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=4, precision="fp32")
+    trainer, _ = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
+    batch = trainer._padded([r.model_dump() for r in rows])
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    width = batch["completion_ids"].size(1)
+    with torch.no_grad():
+        alone = trainer._get_per_token_logps_and_entropies(
+            policy.model, ids, mask, width, compute_entropy=True
+        )
+        padded = GRPOTrainer._get_per_token_logps_and_entropies(
+            trainer, policy.model, ids, mask, width, compute_entropy=True
+        )
+    real = batch["completion_mask"].bool()
+    assert alone[0].shape == padded[0].shape == real.shape
+    assert torch.allclose(alone[0][real], padded[0][real], atol=1e-3)
+    assert torch.allclose(alone[1][real], padded[1][real], atol=1e-3)
+    assert (alone[0][~real] == 0).all()

@@ -30,6 +30,8 @@ PINNED_SIGNATURES = {
         "attention_mask",
         "logits_to_keep",
         "batch_size",
+        "compute_entropy",
+        "compute_aux_loss",
     ],
     (GRPOTrainer, "_compute_loss"): ["self", "model", "inputs"],
     (DPOTrainer, "_prepare_dataset"): [

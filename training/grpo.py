@@ -21,8 +21,11 @@ Our rollouts are multi-call, multi-turn LangGraph episodes served by vLLM, so
   the loss mask — is 1 only on the agent's own sampled tokens, so tool results, user
   turns and template tokens are context, not actions. With `beta > 0` the reference
   logprobs come from the model with its adapter switched off, as TRL does for PEFT.
-* `_get_train_sampler` groups samples of similar length into micro-batches (little
-  padding); groups were formed at rollout time, so TRL's prompt-repeating sampler does
+* `_get_per_token_logps_and_entropies` forwards each row of a micro-batch alone, cut
+  to its own tokens, scores its completion positions only, and lays the results back
+  out in the padded batch: no compute on padding or on the first prompt's LM head.
+* `_get_train_sampler` groups samples of similar length into micro-batches (small padded
+  tensors); groups were formed at rollout time, so TRL's prompt-repeating sampler does
   not apply.
 
 TRL's `_compute_loss` then applies the clipped ratio (epsilon), the KL term (beta) and
@@ -38,11 +41,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from accelerate import PartialState
 from datasets import Dataset
 from torch.utils.data import Sampler
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import selective_log_softmax, selective_log_softmax_and_entropy
 
 from seal_graph.records import TrainingSample
 from seal_graph.training.compute import (
@@ -61,8 +66,8 @@ def _never_called(*args: Any, **kwargs: Any) -> list[float]:
 class TraceGRPOTrainer(GRPOTrainer):
     """GRPOTrainer over stored, served trajectories (see the module docstring)."""
 
-    #: Tokens of the batches built since the counts were reset: forwarded (with padding),
-    #: real, and the agent's own (where the loss falls).
+    #: Tokens of the batches built since the counts were reset: forwarded (rows go alone,
+    #: so no padding: the same as real), real, and the agent's own (where the loss falls).
     token_counts: Counter[str]
 
     #: Truncated importance sampling cap (`OptimConfig.tis_cap`).
@@ -88,8 +93,51 @@ class TraceGRPOTrainer(GRPOTrainer):
                 dataset["prompt_token_ids"], dataset["completion_token_ids"], strict=True
             )
         ]
-        # Micro-batches of similar lengths (random order otherwise): little padding.
+        # Micro-batches of similar lengths (random order otherwise): small padded tensors.
         return LengthGroupedSampler(self._train_batch_size, lengths=lengths)
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **multimodal: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """TRL's per-token logprobs (and entropies), each row forwarded alone, cut to its
+        own tokens, and scored only where its completion is.
+
+        A micro-batch's rows are padded to its longest (left-padded prompt, right-padded
+        completion). Forwarded as one batch, the padding costs compute and memory, and
+        TRL's fused LM head projects every position off a GPU, the first prompt's too.
+        Alone, a row is exactly the sequence the server saw, from position 0, and the LM
+        head runs on its completion positions only (`logits_to_keep`). On 8 of the
+        learning benchmark's episodes the step took 92 s instead of 143 s and peaked at
+        8.6 GB instead of 12.5 (`benchmarks/performance.py --only step`), with the same
+        loss. The results are laid back out in the padded batch's shape."""
+        if compute_aux_loss or any(value is not None for value in multimodal.values()):
+            raise NotImplementedError("trajectory rows are text-only, dense-model rows")
+        completion_start = input_ids.size(1) - logits_to_keep
+        logps, entropies = [], []
+        for ids, mask in zip(input_ids, attention_mask, strict=True):
+            real = mask.nonzero()[:, 0]  # one contiguous span: prompt then completion
+            row = ids[None, int(real[0]) : int(real[-1]) + 1]
+            kept = int(real[-1]) + 1 - completion_start
+            with self.accelerator.autocast():
+                logits = model(input_ids=row, logits_to_keep=kept + 1, use_cache=False).logits
+            scores, chosen = logits[:, :-1], row[:, -kept:]
+            if compute_entropy:  # as TRL's: a statistic, no gradient through it
+                row_logps, row_entropy = selective_log_softmax_and_entropy(
+                    scores, chosen, False, self.temperature
+                )
+                entropies.append(F.pad(row_entropy, (0, logits_to_keep - kept)))
+            else:
+                row_logps = selective_log_softmax(scores, chosen, self.temperature)
+            logps.append(F.pad(row_logps, (0, logits_to_keep - kept)))
+        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
 
     @torch.no_grad()
     def behaviour_logprobs(self, rows: list[dict[str, Any]]) -> list[list[float]]:
@@ -155,10 +203,9 @@ class TraceGRPOTrainer(GRPOTrainer):
             old_logps[i, : len(row["train_logprobs"])] = torch.tensor(row["train_logprobs"])
         weight = torch.exp(old_logps - padded["served_logps"]).clamp(max=self.tis_cap)
         weight = torch.where(agent_mask.bool(), weight, torch.ones_like(weight))
-        self.token_counts["forwarded"] += len(batch) * (padded["prompt_ids"].size(1) + width_c)
-        self.token_counts["real"] += int(
-            padded["prompt_mask"].sum() + padded["completion_mask"].sum()
-        )
+        real = int(padded["prompt_mask"].sum() + padded["completion_mask"].sum())
+        self.token_counts["forwarded"] += real  # each row alone, without its padding
+        self.token_counts["real"] += real
         self.token_counts["agent"] += int(agent_mask.sum())
         output = {
             **{k: padded[k] for k in ("prompt_ids", "prompt_mask", "completion_ids")},
