@@ -343,6 +343,7 @@ def bench_step(source: Path, iteration: int = 1, episodes: int = 8, steps: int =
 
     from seal_graph.training.advantages import weighted_advantages
     from seal_graph.training.algorithms import episode_rows
+    from seal_graph.training.compute import use_bf16
     from seal_graph.training.grpo import grpo_step
     from seal_graph.training.policy import Policy
 
@@ -353,7 +354,9 @@ def bench_step(source: Path, iteration: int = 1, episodes: int = 8, steps: int =
         )
     config = benchmark_config(optim={"max_samples": None, "mini_batches": 2})
     store = TraceStore(source)
-    run = next(r for r in store.runs() if r.endswith(f"/it{iteration}"))
+    run = next((r for r in store.runs() if r.endswith(f"/it{iteration}")), None)
+    if run is None:
+        raise SystemExit(f"{source} holds no iteration {iteration}: pass a finished run's store.")
     served = store.episodes(run)
     labels = store.labels(run)
     pairs = [(e, labels.get(e.episode_id, [])) for e in served]
@@ -380,6 +383,7 @@ def bench_step(source: Path, iteration: int = 1, episodes: int = 8, steps: int =
         "episodes": len(rows),
         "episode_tokens": own,
         "optimizer_steps_per_step": metrics["optimizer_steps"],
+        "precision": "bf16" if use_bf16(config.optim.precision) else "fp32",
         "first_step_s": round(times[0], 1),
         "step_s": round(statistics.median(times[1:]), 1),
         "useful_tokens_per_s": round(own / statistics.median(times[1:]), 1),
@@ -588,7 +592,8 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
         ]
     if "step" in results:
         t = results["step"]
-        limit = results.get("limit", {}).get("fp32", {}).get("max")
+        precision = t.get("precision", "fp32")
+        limit = results.get("limit", {}).get(precision, {}).get("max")
         same_machine = limit and machine_of(commands["limit"]) == machine_of(commands["step"])
         ratio = f"{t['useful_tokens_per_s'] / limit:.2f}" if same_machine else "—"
         lines += [
@@ -603,8 +608,8 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             f"{t['optimizer_steps_per_step']:.0f} mini-batch optimiser steps, LoRA r=16, "
             "the no-grad behaviour pass before them included. Useful tokens = the episodes' "
             "own tokens, once; per second of a step after the first (which also builds the "
-            "trainer). Goal (issue 14): >= 0.6x the fp32 training limit above, measured on "
-            "the same machine.",
+            f"trainer). Goal (issue 14): >= 0.6x the {precision} training limit above, measured "
+            "on the same machine.",
             "",
             "| first step (set-up) | step | useful tokens/s | x limit | padding forwarded "
             "| peak RSS |",
