@@ -534,11 +534,12 @@ def throughput_lines(warm: dict, runs: list[dict]) -> list[str]:
     if padded and (alone or replay):
         inside = sum(r["trainer_loop_seconds"] for r in padded)
         padding = statistics.fmean(r["padding_share"] for r in padded)
+        before = useful_rate(padded)
         real = sum(r["trainer_loop_tokens_per_second"] * r["trainer_loop_seconds"] for r in padded)
         lines.append(
             f"- The {len(padded)} GRPO runs made before the step forwarded each row alone "
-            f"took {useful_rate(padded):.0f} useful tokens/s "
-            f"({useful_rate(padded) / top:.2f}x): their micro-batches went through the "
+            f"took {before:.0f} useful tokens/s "
+            f"({before / top:.2f}x): their micro-batches went through the "
             f"model padded together ({100 * padding:.0f}% "
             f"padding) and TRL's fused LM head projected every position, the first prompt's "
             f"too; TRL's optimisation loop was "
