@@ -516,13 +516,13 @@ def throughput_lines(warm: dict, runs: list[dict]) -> list[str]:
                 "(`.venv/bin/python benchmarks/performance.py --only limit`)."]  # fmt: skip
     top = limit["data"][precision]["max"]
     if alone:
-        grpo, source = useful_rate(alone), f"the {len(alone)} runs' steps pooled"
+        grpo, source = useful_rate(alone), pooled(alone)
     elif replay and machine_of(replay["command"]) == machine_of(limit["command"]):
         data = replay["data"]
         grpo = data["useful_tokens_per_s"]
         source = f"{data['episodes']} episodes of {data['source']} replayed: `{replay['command']}`"
     else:
-        grpo, source = useful_rate(padded), f"the {len(padded)} runs' steps pooled"
+        grpo, source = useful_rate(padded), pooled(padded)
     ok = min(grpo, sft) >= 0.6 * top
     lines = [
         f"- Useful training tokens per second (episode tokens once, no padding, over the "
@@ -548,6 +548,11 @@ def throughput_lines(warm: dict, runs: list[dict]) -> list[str]:
             f"(`tests/test_grpo_minibatches.py`), so their learning compares with later runs'."
         )
     return lines
+
+
+def pooled(runs: list[dict]) -> str:
+    """Where a pooled step figure comes from, in words."""
+    return "the one run's steps" if len(runs) == 1 else f"the {len(runs)} runs' steps pooled"
 
 
 def useful_rate(runs: list[dict]) -> float:
