@@ -26,6 +26,18 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(ensure_bundled_model())
 
 
+@pytest.fixture(scope="session")
+def served_text(tokenizer):
+    """The text vLLM serves for some completion token ids. A completion cut by `max_tokens`
+    can end inside a multi-byte UTF-8 character; vLLM's detokenizer holds those bytes back
+    while the tokenizer decodes them to U+FFFD, so the trailing replacement characters go."""
+
+    def decode(token_ids: list[int]) -> str:
+        return tokenizer.decode(token_ids, skip_special_tokens=True).rstrip("\ufffd")
+
+    return decode
+
+
 @pytest.fixture
 def record_reliability(request):
     """Record a fault test's numbers (faults injected, cases tried, episodes lost) for

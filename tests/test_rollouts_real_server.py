@@ -14,7 +14,7 @@ pytestmark = pytest.mark.server
 
 
 async def test_batch_writes_complete_episodes_with_decodable_tokens(
-    server: ModelServer, tokenizer, tmp_path
+    server: ModelServer, served_text, tmp_path
 ) -> None:
     env = make_env()
     tasks = env.tasks("test")[:3]
@@ -41,7 +41,7 @@ async def test_batch_writes_complete_episodes_with_decodable_tokens(
         for call in episode.llm_calls:
             assert call.prompt_token_ids and call.completion_token_ids
             assert len(call.completion_logprobs) == len(call.completion_token_ids)
-            text = tokenizer.decode(call.completion_token_ids, skip_special_tokens=True)
+            text = served_text(call.completion_token_ids)
             if call.tool_calls:
                 assert "<tool_call>" in text
             else:

@@ -22,7 +22,9 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-def test_chat_returns_text_whose_token_ids_decode_to_it(server: ModelServer, tokenizer) -> None:
+def test_chat_returns_text_whose_token_ids_decode_to_it(
+    server: ModelServer, tokenizer, served_text
+) -> None:
     llm = server.chat_model(temperature=0.0, max_tokens=40, return_token_ids=True)
     reply = llm.invoke([HumanMessage("Name one colour of the rainbow.")])
     tokens = served_tokens(reply)
@@ -30,7 +32,7 @@ def test_chat_returns_text_whose_token_ids_decode_to_it(server: ModelServer, tok
     assert reply.content.strip()
     assert len(tokens.completion_logprobs) == len(tokens.completion_token_ids)
     assert all(lp <= 0.0 for lp in tokens.completion_logprobs)
-    decoded = tokenizer.decode(tokens.completion_token_ids, skip_special_tokens=True)
+    decoded = served_text(tokens.completion_token_ids)
     assert decoded == reply.content
     prompt = tokenizer.decode(tokens.prompt_token_ids)
     assert prompt.endswith("Name one colour of the rainbow.<|im_end|>\n<|im_start|>assistant\n")
@@ -48,7 +50,9 @@ def test_forced_tool_call_is_parsed(server: ModelServer) -> None:
     assert served_tokens(reply).completion_token_ids
 
 
-def test_auto_tool_call_uses_hermes_format_and_tokens_match(server: ModelServer, tokenizer) -> None:
+def test_auto_tool_call_uses_hermes_format_and_tokens_match(
+    server: ModelServer, served_text
+) -> None:
     """With tool_choice=auto the served tokens are the template's <tool_call> block, which
     vLLM's hermes parser turns into a structured call — the tokens a trainer will see."""
     llm = server.chat_model(temperature=0.0, max_tokens=60, return_token_ids=True)
@@ -58,7 +62,7 @@ def test_auto_tool_call_uses_hermes_format_and_tokens_match(server: ModelServer,
             HumanMessage("What is the weather in Paris? Call get_weather."),
         ]
     )
-    raw = tokenizer.decode(served_tokens(reply).completion_token_ids, skip_special_tokens=True)
+    raw = served_text(served_tokens(reply).completion_token_ids)
     if reply.tool_calls:
         assert "<tool_call>" in raw
         assert reply.tool_calls[0]["name"] == "get_weather"
