@@ -6,7 +6,8 @@ messages, tool results), one agent step per call and a short closing answer per 
 Each replayed episode is one training sequence (`rendered_trajectory`): the loss falls
 on the assistant messages only, and the shared system prompt and history are forwarded
 once per episode instead of once per agent step. Micro-batches group episodes of
-similar length, so little compute goes to padding. The bundled 135M model never calls
+similar length, and each episode is forwarded alone, cut to its own tokens, with the LM
+head from its first agent token on (`EpisodeSFTTrainer`). The bundled 135M model never calls
 a tool on its own, so a short warm start is what gives RL a non-zero reward to work
 with.
 """
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.nn.functional as F
 from datasets import Dataset
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from trl import SFTConfig, SFTTrainer
@@ -64,6 +67,53 @@ async def expert_trajectories(
     return trajectories
 
 
+class EpisodeSFTTrainer(SFTTrainer):
+    """TRL's SFTTrainer with each episode of a micro-batch forwarded alone: cut to its
+    own tokens (no padding) and projected through the LM head only from its first agent
+    token on (`logits_to_keep`), where the loss can fall.
+
+    TRL's own loss runs a fused LM head that, off a GPU, scores every position of the
+    padded batch in tiles and recomputes them in the backward pass; for the bundled model
+    that was ~40% of a warm-start step (torch profiler, 2 steps, AVX512-BF16 EPYC): 151
+    trained tokens/s against ~260 for a plain forward+backward of the same episodes. The
+    loss is TRL's: the summed negative log-likelihood of the agent tokens over
+    `num_items_in_batch`. TRL's entropy and token-accuracy statistics are not logged."""
+
+    #: Tokens forwarded (each episode's own, no padding) since the trainer was built.
+    forwarded_tokens: int = 0
+
+    def compute_loss(
+        self,
+        model: Any,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor:
+        if return_outputs:
+            raise NotImplementedError("the warm start only trains: no outputs to return")
+        total = inputs["input_ids"].new_zeros((), dtype=torch.float32)
+        for ids, mask, labels in zip(
+            inputs["input_ids"], inputs["attention_mask"], inputs["labels"], strict=True
+        ):
+            length = int(mask.sum())  # right padding: the episode is the first `length`
+            targets = labels[1:length]
+            trained = (targets != -100).nonzero()
+            self.forwarded_tokens += length
+            if len(trained) == 0:
+                continue
+            first = int(trained[0, 0])  # the first position whose next token is trained
+            logits = model(
+                input_ids=ids[None, :length], logits_to_keep=length - first, use_cache=False
+            ).logits[0, :-1]
+            total = total + F.cross_entropy(
+                logits.float(), targets[first:], ignore_index=-100, reduction="sum"
+            )
+        count = num_items_in_batch
+        if count is None:
+            count = (inputs["labels"][:, 1:] != -100).sum()
+        return total / torch.as_tensor(count).clamp(min=1)
+
+
 def expert_dataset(
     env: Environment, settings: WarmStartSettings, tokenizer: Any, seed: int = 0
 ) -> Dataset:
@@ -99,11 +149,13 @@ def warm_start(
         disable_tqdm=False,
         seed=0,
     )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = EpisodeSFTTrainer(
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer
+    )
     result = trainer.train()
     release_mixed_precision(trainer)
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
-    tokens = max((e.get("num_tokens", 0) for e in trainer.state.log_history), default=0)
+    tokens = trainer.forwarded_tokens
     seconds = time.perf_counter() - began
     metrics.update(
         episodes=float(len(dataset)),
