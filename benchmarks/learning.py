@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from machine import machine, machine_of  # benchmarks/machine.py
+from machine import cpu_of, machine, machine_of  # benchmarks/machine.py
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.evaluation import outcomes, select_tasks
@@ -500,20 +500,25 @@ def throughput_lines(warm: dict, runs: list[dict]) -> list[str]:
     The verdict takes the step as the code takes it now: the runs that forwarded each row
     alone (no padding share), else the step replayed on a run's episodes
     (`performance.py --only step`) on the limit's machine. Runs made before that change
-    forwarded their micro-batches padded together; they are shown apart."""
-    steps = [r for r in runs if r.get("episode_tokens") and r.get("train_seconds")]
-    if not steps:
-        return []
-    alone = [r for r in steps if not r.get("padding_share")]
-    padded = [r for r in steps if r.get("padding_share")]
-    sft = warm["sft"]["trained_tokens"] / warm["sft"]["seconds"]
+    forwarded their micro-batches padded together; they are shown apart. Only runs and a
+    warm start made on the limit's CPU compare with it."""
     saved = RESULTS.parent / "performance.json"
     measured = load(saved) if saved.exists() else {}
     limit, replay = measured.get("limit"), measured.get("step")
-    precision = steps[0].get("train_precision", "fp32")
-    if limit is None or precision not in limit["data"]:
-        return ["- Useful training tokens per second: this machine's limit not measured yet "
-                "(`.venv/bin/python benchmarks/performance.py --only limit`)."]  # fmt: skip
+    cpu = cpu_of(machine_of(limit["command"])) if limit else None
+    steps = [
+        r
+        for r in runs
+        if r.get("episode_tokens") and r.get("train_seconds") and cpu_of(r["machine"]) == cpu
+    ]
+    precision = steps[0].get("train_precision", "fp32") if steps else None
+    if not steps or cpu_of(warm["machine"]) != cpu or precision not in limit["data"]:
+        return ["- Useful training tokens per second: the training limit of the runs' CPU is "
+                "not measured yet (`.venv/bin/python benchmarks/performance.py --only limit` "
+                "on it)."]  # fmt: skip
+    alone = [r for r in steps if not r.get("padding_share")]
+    padded = [r for r in steps if r.get("padding_share")]
+    sft = warm["sft"]["trained_tokens"] / warm["sft"]["seconds"]
     top = limit["data"][precision]["max"]
     if alone:
         grpo, source = useful_rate(alone), pooled(alone)

@@ -21,10 +21,23 @@ def serving_dtype_here() -> str:
 
 
 def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    """The CPU's model name and whether it has bf16 kernels: two machines of one model name
+    (one with AVX512-BF16, one with AVX2 only) differ ~1.5x in training speed."""
+    info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    name = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in info.splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or platform.machine(),
+    )
+    return f"{name} {'with AVX512-BF16' if 'avx512_bf16' in info else 'without bf16 kernels'}"
+
+
+def cpu_of(machine_text: str) -> str:
+    """The CPU part of a `machine()` text (what precedes its first comma)."""
+    return machine_text.partition(",")[0]
 
 
 def machine(served_in: str | None = None) -> str:
