@@ -75,8 +75,8 @@ class EpisodeSFTTrainer(SFTTrainer):
     TRL's own loss runs a fused LM head that, off a GPU, scores every position of the
     padded batch in tiles and recomputes them in the backward pass; for the bundled model
     that was ~40% of a warm-start step (torch profiler, AVX512-BF16 EPYC). The README's
-    main command's warm start trained 113 tokens/s with it and 196 with this, against a
-    bf16 limit of 250 there (`benchmarks/performance.py --only main limit`). The loss is
+    main command's warm start trained 113 tokens/s with it and 196-212 with this, against
+    a bf16 limit of 250 there (`benchmarks/performance.py --only main limit`). The loss is
     TRL's: the summed negative log-likelihood of the agent tokens over
     `num_items_in_batch`. TRL's entropy and token-accuracy statistics are not logged."""
 
