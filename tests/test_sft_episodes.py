@@ -9,6 +9,7 @@ from trl import SFTConfig, SFTTrainer
 
 from seal_graph.bundled_model import ensure_bundled_model
 from seal_graph.registry import get_environment
+from seal_graph.training.compute import trainer_compute_args
 from seal_graph.training.policy import Policy
 from seal_graph.training.settings import LoraSettings, WarmStartSettings
 from seal_graph.training.sft import EpisodeSFTTrainer, expert_dataset
@@ -23,8 +24,7 @@ def test_episodes_forwarded_alone_give_trls_loss_on_the_padded_batch(tmp_path) -
         per_device_train_batch_size=3,
         completion_only_loss=True,
         report_to="none",
-        use_cpu=True,
-        bf16=False,
+        **trainer_compute_args("fp32"),
     )
     trainer = EpisodeSFTTrainer(
         model=policy.model, args=args, train_dataset=dataset, processing_class=policy.tokenizer
