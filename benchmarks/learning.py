@@ -626,6 +626,16 @@ def against_targets(table: dict, runs: list[dict], planned_seeds: int) -> list[s
     return lines
 
 
+def machine_lines(warm: dict, runs: list[dict]) -> list[str]:
+    """One bullet per machine the results were made on, naming its runs (minutes per run
+    compare only within one machine)."""
+    made_on: dict[str, list[str]] = {}
+    for r in [warm, *runs]:
+        name = "warm start" if r is warm else f"{r['method']} s{r['seed']}"
+        made_on.setdefault(r["machine"], []).append(name)
+    return [f"- {machine}: {', '.join(names)}" for machine, names in made_on.items()]
+
+
 def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list[Path]:
     """learning.json and learning.md from the result files; returns what was written."""
     docs = RESULTS.parent
@@ -639,9 +649,9 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "",
         f"Rebuilt from `docs/results/learning/*.json` by `benchmarks/learning.py` on "
         f"{time.strftime('%Y-%m-%d %H:%M')}. {len(runs)} of "
-        f"{len(args.methods) * len(args.seeds)} planned runs finished, on "
-        + "; on ".join(dict.fromkeys(r["machine"] for r in [warm, *runs]))
-        + ".",
+        f"{len(args.methods) * len(args.seeds)} planned runs finished, on:",
+        "",
+        *machine_lines(warm, runs),
         "",
         f"Budget per run: {args.iterations} iterations of {args.tasks} tasks x {args.group} "
         f"episodes at temperature {config.rollout.temperature} from one shared warm start "
@@ -681,7 +691,8 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "and resumed "
         "counts each iteration once; * marks a mean over runs of which some were "
         "interrupted and resumed, whose cut-off stage counts only its last attempt (low by "
-        "up to that stage's length). The shared warm start is the bundled model with the "
+        "up to that stage's length); minutes compare only between runs made on one "
+        "machine (listed above). The shared warm start is the bundled model with the "
         "adapter kept in `docs/results/learning/warm-start-adapter/` merged in (CPU SFT "
         "is not bitwise reproducible; a fresh checkout rebuilds the checkpoint from it).",
         *([f"Warm start minutes: {warm['minutes_note']}."] if "minutes_note" in warm else []),

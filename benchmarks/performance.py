@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -159,44 +160,56 @@ def bench_rollout(
     return rows, calls
 
 
-def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tuple:
-    """Three verified swaps while 8 client streams (no retries) ask for the swapped name:
-    (median seconds per swap, median of those spent loading, requests answered, requests
-    failed)."""
-    endpoint = sync.endpoint
-    stop = asyncio.Event()
-    outcome = {"ok": 0, "failed": 0}
+def client_streams(endpoint: dict, stop: Any, outcome: Any) -> None:
+    """8 client streams without retries asking for the served name until `stop` is set,
+    counting answered and failed requests into `outcome` (run in its own process, as
+    outside clients are: in the swapping process their event loop would hold the GIL
+    the swap needs and the swaps would time the benchmark, not the server)."""
 
-    async def stream() -> None:
+    async def stream(client: openai.AsyncOpenAI) -> None:
+        while not stop.is_set():
+            try:
+                await client.completions.create(
+                    model=endpoint["model"], prompt="Once upon a time", max_tokens=16
+                )
+                outcome[0] += 1
+            except openai.OpenAIError:
+                outcome[1] += 1
+
+    async def streams() -> None:
         client = openai.AsyncOpenAI(
-            base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0
+            base_url=endpoint["base_url"], api_key=endpoint["api_key"], max_retries=0
         )
         async with client:
-            while not stop.is_set():
-                try:
-                    await client.completions.create(
-                        model=endpoint.model, prompt="Once upon a time", max_tokens=16
-                    )
-                    outcome["ok"] += 1
-                except openai.OpenAIError:
-                    outcome["failed"] += 1
+            await asyncio.gather(*(stream(client) for _ in range(8)))
 
-    async def swaps() -> list:
-        streams = [asyncio.create_task(stream()) for _ in range(8)]
-        await asyncio.sleep(2)
+    asyncio.run(streams())
+
+
+def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tuple:
+    """Three verified swaps while 8 client streams (`client_streams`) ask for the swapped
+    name: (median seconds per swap, median of those spent loading, requests answered,
+    requests failed)."""
+    context = multiprocessing.get_context("spawn")
+    stop, outcome = context.Event(), context.Array("i", 2)
+    clients = context.Process(
+        target=client_streams, args=(sync.endpoint.model_dump(), stop, outcome)
+    )
+    clients.start()
+    try:
+        while outcome[0] < 8:  # every stream has been answered: the traffic is flowing
+            time.sleep(0.2)
         reports = []
         for index in range(3):
-            report = await asyncio.to_thread(sync.swap, weights, f"s{index}", probe, score)
+            report = sync.swap(weights, f"s{index}", probe, score)
             assert report.ok, report.error
             reports.append(report)
+    finally:
         stop.set()
-        await asyncio.gather(*streams)
-        return reports
-
-    reports = asyncio.run(swaps())
+        clients.join(60)
     seconds = statistics.median(r.seconds for r in reports)
     loading = statistics.median(r.load_seconds for r in reports)
-    return seconds, loading, outcome["ok"], outcome["failed"]
+    return seconds, loading, outcome[0], outcome[1]
 
 
 def bench_swap(work: Path) -> dict:
@@ -529,13 +542,18 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             f"`{commands['swap']}`",
             "",
             "From weights on disk to a verified answer with them (load + the server's "
-            f"greedy {s.get('probe_tokens', '—')}-token answer to the probe, its logprobs "
-            f"and those of the trainer's {s.get('probe_runners_up', 0)} runners-up there "
-            "checked against the trainer's), median of 3; restart = stop, start, healthy. "
+            f"greedy {s.get('probe_tokens', '—')}-token answer to the probe, its logprobs"
+            + (
+                f" and those of the trainer's {s['probe_runners_up']} runners-up there"
+                if s.get("probe_runners_up")
+                else ""
+            )
+            + " checked against the trainer's), median of 3; restart = stop, start, healthy. "
             "The trainer answers the probe itself before the swap, while the old weights "
             f"still serve ({s.get('reference_s', '—')} s, not in the swap's time); a server "
             "answering differently is scored after its answer, inside the swap. "
-            "8 client streams without retries run through the swaps: LoRA loads on a "
+            "8 client streams without retries, in a process of their own as outside clients "
+            "are, run through the swaps: LoRA loads on a "
             "LoRA-enabled server (the streams ask for the adapter's name), full reloads on "
             "a server started without LoRA (in-flight requests are paused, not failed). The "
             "probe is an ordinary greedy completion with logprobs, safe beside other traffic.",

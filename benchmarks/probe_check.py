@@ -1,74 +1,105 @@
-"""Measure the swap probe's check on float32: noise with the right weights, gap when stale.
+"""Measure the swap probe's check per serving dtype: the noise with the right weights, and
+the gap when the server is one iteration stale or still serves the base weights.
 
-    .venv/bin/python benchmarks/probe_check.py
+    .venv/bin/python benchmarks/probe_check.py [--run DIR] [--dtype float32|bfloat16]
 
-Needs the learning benchmark's vanilla-GRPO seed-0 run directory (its traces, adapters
-of iterations 2 and 3 and the merged iteration-3 checkpoint; `benchmarks/learning.py`
-makes it). A float32 server without LoRA loads iteration 3; on 5 of the run's served
-prompts the probe is answered ahead by the trainer with iteration 3 (right weights: the
-gap is the noise) and with iteration 2 (what a server one iteration stale would show),
-for 1 answer token without runners-up, 1 with 4, and 2 with 4. The figures behind
-`PROBE_CHECKS` in `training/weight_sync.py` come from this script (2026-12-01).
+Needs a run directory of the learning benchmark (`benchmarks/learning.py` makes them):
+its config (the base checkpoint), traces (served prompts) and the adapters of at least
+two iterations. A server of `--dtype` without LoRA (as `train` serves full swaps) loads
+the last iteration merged; on `--prompts` of the run's served prompts the probe is
+answered ahead by the trainer (float32, as in the loop) with the last iteration (right
+weights: the gap is the noise), with the one before (what a server one iteration stale
+shows) and with the base (a swap that never happened), for each probe shape in SHAPES.
+The figures behind `PROBE_CHECKS` in `training/weight_sync.py` come from this script.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sqlite3
-import time
+import tempfile
 from pathlib import Path
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.training.policy import Policy
 from seal_graph.training.settings import LoraSettings
-from seal_graph.training.weight_sync import (
-    Probe,
-    ProbeCheck,
-    WeightSync,
-    probe_check,
-    reference_probe,
-)
+from seal_graph.training.weight_sync import Probe, ProbeCheck, WeightSync, reference_probe
 
-RUN = Path("runs/bench-learning/vanilla-grpo-s0")
-BASE = Path("runs/bench-learning/warm-start-model")
+SHAPES = ((1, 0), (2, 0), (1, 4), (2, 4))
+"""(answer tokens, runners-up per position) of the probes compared."""
 
 
-def policy_at(step: int) -> Policy:
-    policy = Policy(BASE, LoraSettings())
-    policy.load_adapter(RUN / f"adapters/step-{step}")
+def served_prompts(run: Path, count: int) -> list[list[int]]:
+    """`count` prompts spread over the run's served calls, each with its first 3 completion
+    tokens (a position inside an answer, where the agent's choices are least certain)."""
+    calls = sqlite3.connect(run / "traces.sqlite").execute(
+        "select prompt_token_ids, completion_token_ids from llm_calls"
+    )
+    rows = calls.fetchall()
+    picked = rows[:: max(1, len(rows) // count)][:count]
+    return [json.loads(prompt) + json.loads(completion)[:3] for prompt, completion in picked]
+
+
+def policy_with(base: Path, adapter: Path | None) -> Policy:
+    policy = Policy(base, LoraSettings())
+    if adapter is not None:
+        policy.load_adapter(adapter)
     return policy
 
 
+def spread(gaps: list[tuple[float, float]]) -> str:
+    means, peaks = zip(*gaps, strict=True)
+    return f"mean {min(means):.1e} to {max(means):.1e} (max per token {max(peaks):.1e})"
+
+
 def main() -> None:
-    calls = sqlite3.connect(RUN / "traces.sqlite").execute(
-        "select prompt_token_ids, completion_token_ids from llm_calls limit 200"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, default=Path("runs/bench-learning/vanilla-grpo-s0"))
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--prompts", type=int, default=12)
+    args = parser.parse_args()
+    base = Path(json.loads((args.run / "config.json").read_text())["model"])
+    adapters = sorted(
+        (args.run / "adapters").glob("step-*"), key=lambda p: int(p.name.split("-")[1])
     )
-    prompts = [json.loads(p) + json.loads(c)[:3] for p, c in calls.fetchall()[::40][:5]]
-    new, old = policy_at(3), policy_at(2)
-    settings = ServerSettings(model=str(BASE), dtype="float32", enable_lora=False)
-    with ModelServer.start(settings) as server:
-        sync = WeightSync(server.endpoint, "full", probe_check("float32"))
-        sync.current = BASE
-        first = reference_probe(
-            Probe(prompt_token_ids=prompts[0], completion_token_ids=[0]), new, sync.check
-        )
-        report = sync.swap(RUN / "merged/step-3", "step-3", first, new.completion_logprobs)
-        print(f"swap ok={report.ok} {report.seconds:.2f} s, gap {report.mean_logprob_diff:.2e}")
-        for tokens, k in ((1, 0), (1, 4), (2, 4)):
+    if len(adapters) < 2:
+        raise SystemExit(f"{args.run}/adapters holds {len(adapters)} iterations; 2 are needed")
+    new, old, untrained = (
+        policy_with(base, adapters[-1]),
+        policy_with(base, adapters[-2]),
+        policy_with(base, None),
+    )
+    prompts = served_prompts(args.run, args.prompts)
+    settings = ServerSettings(model=str(base), dtype=args.dtype, enable_lora=False)
+    with tempfile.TemporaryDirectory() as work, ModelServer.start(settings) as server:
+        merged = new.save_merged(Path(work) / "merged")
+        sync = WeightSync(server.endpoint, "full", ProbeCheck(tolerance=1.0))
+        sync.current = base
+        probe = Probe(prompt_token_ids=prompts[0], completion_token_ids=[0])
+        first = reference_probe(probe, new, sync.check)
+        report = sync.swap(merged, adapters[-1].name, first, new.completion_logprobs)
+        print(f"{args.dtype}: swap to {adapters[-1].name}: {report.seconds:.2f} s", flush=True)
+        summary = {}
+        for tokens, k in SHAPES:
             check = ProbeCheck(tolerance=1.0, answer_tokens=tokens, alternatives=k)
+            gaps: dict[str, list[tuple[float, float]]] = {"right": [], "stale": [], "base": []}
             for prompt in prompts:
                 probe = Probe(prompt_token_ids=prompt, completion_token_ids=[0])
-                right = reference_probe(probe, new, check)
-                stale = reference_probe(probe, old, check)
-                began = time.perf_counter()
-                noise = sync.gap(right, new.completion_logprobs)
-                seconds = time.perf_counter() - began
-                change = sync.gap(stale, old.completion_logprobs)
-                print(
-                    f"tokens={tokens} runners-up={k} prompt={len(prompt)}: right weights "
-                    f"mean {noise[0]:.2e} max {noise[1]:.2e} | one iteration stale mean "
-                    f"{change[0]:.2e} max {change[1]:.2e} | probe {seconds:.2f} s"
-                )
+                for name, policy in (("right", new), ("stale", old), ("base", untrained)):
+                    answer = reference_probe(probe, policy, check)
+                    gaps[name].append(sync.gap(answer, policy.completion_logprobs))
+            summary[f"{tokens} tokens, {k} runners-up"] = {
+                name: [[round(a, 6), round(b, 6)] for a, b in rows] for name, rows in gaps.items()
+            }
+            print(
+                f"{args.dtype}, {tokens} answer tokens, {k} runners-up, {len(prompts)} prompts"
+                f" of {min(map(len, prompts))}-{max(map(len, prompts))} tokens: right weights "
+                f"{spread(gaps['right'])} | one iteration stale {spread(gaps['stale'])} | "
+                f"base weights {spread(gaps['base'])}",
+                flush=True,
+            )
+        print(json.dumps({"probe_check": {"dtype": args.dtype, "run": str(args.run), **summary}}))
 
 
 if __name__ == "__main__":

@@ -136,8 +136,9 @@ class TrainConfig(BaseModel):
         default=None,
         gt=0,
         description="Max mean |served - trainer| logprob on the swap probe; None = per the "
-        "server's dtype (0.02 float32, 0.08 bfloat16 or unknown; measured gaps 0.0 and "
-        "0.016-0.035).",
+        "server's dtype (`PROBE_CHECKS` in training/weight_sync.py: 0.0005 float32, "
+        "which catches a server one iteration stale; 0.25 bfloat16 or unknown, which "
+        "catches wrong weights only: bf16 numerics move logprobs more than training does).",
     )
     rollout: LoopRolloutSettings = Field(
         default_factory=LoopRolloutSettings, description="Each iteration's training batch."
