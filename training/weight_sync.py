@@ -136,9 +136,10 @@ tokens and runners-up alike, and a trainer scoring with the merged weights cast 
 did no better (runners-up 0.025-0.28, stale above right on 7 of 12 prompts). Right-weight
 gaps reach ~0.1 on less confident answers (a random adapter, `lora_B ~ N(0, 0.01)`: 0.108
 on 2 tokens; base weights on 12 prompts: up to 0.097 on 1 token), which the former 0.08
-refused. A model that is not the trainer's answers with tokens the trainer finds unlikely,
-a gap of nats: 0.25 passes every measured right swap and refuses those. One answer
-token: the fewest engine steps per swap."""
+refused. 0.25 passes every measured right swap; what it refuses is a server answering
+with a token the trainer finds unlikely (a gap of whole nats: another model, or weights
+that failed to load as written; not measured here). One answer token: the fewest
+engine steps per swap."""
 PROBE_CHECKS = {
     "float32": ProbeCheck(tolerance=0.0005, answer_tokens=1, alternatives=4),
     "bfloat16": BFLOAT16_CHECK,
