@@ -197,7 +197,13 @@ def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tup
     )
     clients.start()
     try:
-        while outcome[0] < 8:  # every stream has been answered: the traffic is flowing
+        deadline = time.monotonic() + 120
+        while outcome[0] < 8:  # 8 answers: the traffic is flowing
+            if not clients.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the client streams got {outcome[0]} answers and {outcome[1]} failures "
+                    "in 120 s: check the server's log"
+                )
             time.sleep(0.2)
         reports = []
         for index in range(3):
