@@ -79,21 +79,35 @@ def test_second_mini_batch_is_off_policy_by_what_the_first_changed(
     assert metrics["agent_tokens"] == sum(sum(r.agent_mask) for r in _rows(policy))
 
 
+@pytest.mark.parametrize(
+    ("micro_batch", "mini_batches", "behaviour_passes"),
+    [(4, 1, 0), (1, 2, 1)],
+    ids=["one step: weights from the loss's forward", "two steps: a behaviour pass"],
+)
 def test_served_logprobs_off_the_trainers_are_measured_and_corrected_truncated(
-    policy: Policy, tmp_path, monkeypatch
+    policy: Policy, tmp_path, monkeypatch, micro_batch, mini_batches, behaviour_passes
 ) -> None:
     """A server whose logprobs sit 1 nat below the trainer's (another engine's numerics):
     the step reports the gap, and each agent token's advantage carries the importance
-    weight exp(1) truncated at the cap."""
+    weight exp(1) truncated at the cap, whether the trainer's logprobs come from a
+    behaviour pass (several optimiser steps) or from the loss's own forward (one)."""
     seen: list[torch.Tensor] = []
     original = TraceGRPOTrainer._compute_loss
+    behaviour = TraceGRPOTrainer.behaviour_logprobs
+    passes: list[int] = []
 
     def recording(self, model, inputs):
+        loss = original(self, model, inputs)
         agent = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
-        seen.append(inputs["advantages"][agent].abs())
-        return original(self, model, inputs)
+        seen.append(inputs["advantages"][agent].abs())  # the advantages the loss used
+        return loss
+
+    def counted(self, rows):
+        passes.append(len(rows))
+        return behaviour(self, rows)
 
     monkeypatch.setattr(TraceGRPOTrainer, "_compute_loss", recording)
+    monkeypatch.setattr(TraceGRPOTrainer, "behaviour_logprobs", counted)
     rows = [
         r.model_copy(
             update={
@@ -109,8 +123,17 @@ def test_served_logprobs_off_the_trainers_are_measured_and_corrected_truncated(
         )
         for r in _rows(policy)
     ]
-    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=4, tis_cap=2.0, precision="fp32")
+    config = OptimConfig(
+        learning_rate=1e-4,
+        beta=0.0,
+        micro_batch=micro_batch,
+        mini_batches=mini_batches,
+        tis_cap=2.0,
+        precision="fp32",
+    )
     _, metrics = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
+    assert len(passes) == behaviour_passes
+    assert metrics["optimizer_steps"] == mini_batches
     assert metrics["mismatch_mean"] == pytest.approx(1.0, abs=1e-3)
     assert metrics["tis_truncated_share"] == 1.0
     weights = torch.cat(seen)

@@ -17,18 +17,16 @@ class Trainer:
     def __init__(self) -> None:
         self.scored: list[list[int]] = []
 
-    def greedy(self, prompt: list[int], max_new_tokens: int) -> list[int]:
-        return list(range(7, 7 + max_new_tokens))
-
     def completion_logprobs(self, prompt: list[int], completion: list[int]) -> list[float]:
         self.scored.append(completion)
         return [-0.5] * len(completion)
 
-    def probe_scores(
-        self, prompt: list[int], completion: list[int], k: int
-    ) -> tuple[list[float], list[int], list[list[float]]]:
-        rows = [[-5.0 - i for i in range(k)] for _ in completion] if k else []
-        return self.completion_logprobs(prompt, completion), [100 + i for i in range(k)], rows
+    def greedy_answer(
+        self, prompt: list[int], max_new_tokens: int, k: int
+    ) -> tuple[list[int], list[float], list[int], list[list[float]]]:
+        answer = list(range(7, 7 + max_new_tokens))
+        rows = [[-5.0 - i for i in range(k)] for _ in answer] if k else []
+        return answer, [-0.5] * len(answer), [100 + i for i in range(k)], rows
 
 
 class AnsweringSync(WeightSync):

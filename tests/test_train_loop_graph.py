@@ -50,10 +50,11 @@ class FakePolicy:
     def completion_logprobs(self, prompt: list[int], completion: list[int]) -> list[float]:
         return [-0.5 - 0.1 * self.version] * len(completion)
 
-    def probe_scores(
-        self, prompt: list[int], completion: list[int], k: int
-    ) -> tuple[list[float], list[int], list[list[float]]]:
-        return self.completion_logprobs(prompt, completion), [], []
+    def greedy_answer(
+        self, prompt: list[int], max_new_tokens: int, k: int
+    ) -> tuple[list[int], list[float], list[int], list[list[float]]]:
+        answer = self.greedy(prompt, max_new_tokens)
+        return answer, self.completion_logprobs(prompt, answer), [], []
 
 
 class FakeSync:

@@ -73,6 +73,16 @@ def test_compute_loss_reads_the_batch_keys_we_build() -> None:
     assert read == COMPUTE_LOSS_KEYS
 
 
+def test_compute_loss_reads_the_advantages_after_its_forward() -> None:
+    """A single-step GRPO batch gets its importance weights from the loss's own forward
+    (`TraceGRPOTrainer._compute_loss`): TRL must read the advantages after it, and take
+    the behaviour logprobs from that forward when the batch has none."""
+    source = inspect.getsource(GRPOTrainer._compute_loss)
+    forward = source.index("self._get_per_token_logps_and_entropies(")
+    assert forward < source.index('inputs["advantages"]')
+    assert "per_token_logps.detach() if old_per_token_logps is None" in source
+
+
 def test_dpo_trainer_still_honours_precomputed_reference_logps() -> None:
     source = inspect.getsource(DPOTrainer)
     assert "precompute_ref_logps" in source

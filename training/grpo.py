@@ -28,6 +28,15 @@ Our rollouts are multi-call, multi-turn LangGraph episodes served by vLLM, so
   tensors); groups were formed at rollout time, so TRL's prompt-repeating sampler does
   not apply.
 
+* `_compute_loss`, when the step is a single optimiser step (one mini-batch, one epoch),
+  skips the behaviour pass: every row is then forwarded once, before the only update, so
+  the loss's own forward gives the behaviour logprobs. TRL takes `old_per_token_logps`
+  from that forward (detached) when the batch has none, and the importance weight is
+  applied to the batch's advantages right after it (`_get_per_token_logps_and_entropies`
+  sees the batch `_compute_loss` is working on; TRL reads the advantages after the
+  forward, which `tests/test_trl_hooks.py` pins). On the README's main command that is
+  one no-grad pass over every episode less per iteration.
+
 TRL's `_compute_loss` then applies the clipped ratio (epsilon), the KL term (beta) and
 the loss aggregation unchanged.
 """
@@ -37,6 +46,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +73,36 @@ def _never_called(*args: Any, **kwargs: Any) -> list[float]:
     raise AssertionError("rewards come from the stored verifier verdicts")
 
 
+@dataclass
+class ServingMismatch:
+    """How far the server's logprobs of the agent's tokens are from the trainer's before
+    the update, tallied over a step's batches."""
+
+    tokens: int = 0
+    gap_sum: float = 0.0
+    gap_max: float = 0.0
+    truncated: int = 0
+
+    def add(self, gaps: torch.Tensor, cap: float) -> None:
+        """`gaps`: trainer minus served logprob on each agent token."""
+        if gaps.numel():
+            self.tokens += gaps.numel()
+            self.gap_sum += float(gaps.abs().sum())
+            self.gap_max = max(self.gap_max, float(gaps.abs().max()))
+            self.truncated += int((gaps > math.log(cap)).sum())
+
+    def metrics(self) -> dict[str, float]:
+        """Mean and max |gap| per token, and the share of tokens whose importance weight
+        the cap truncated."""
+        if not self.tokens:
+            return {}
+        return {
+            "mismatch_mean": self.gap_sum / self.tokens,
+            "mismatch_max": self.gap_max,
+            "tis_truncated_share": self.truncated / self.tokens,
+        }
+
+
 class TraceGRPOTrainer(GRPOTrainer):
     """GRPOTrainer over stored, served trajectories (see the module docstring)."""
 
@@ -72,6 +112,13 @@ class TraceGRPOTrainer(GRPOTrainer):
 
     #: Truncated importance sampling cap (`OptimConfig.tis_cap`).
     tis_cap: float = 2.0
+
+    #: The served-vs-trainer gaps of the batches built or forwarded since it was reset.
+    mismatch: ServingMismatch
+
+    #: The batch `_compute_loss` is working on while its own forward is the behaviour
+    #: pass (a batch without `old_per_token_logps`); None otherwise.
+    _on_policy_batch: dict[str, Any] | None = None
 
     #: Optimiser state to start from (a launched step continues the previous step's Adam
     #: moments from the file the previous process wrote).
@@ -137,7 +184,33 @@ class TraceGRPOTrainer(GRPOTrainer):
             else:
                 row_logps = selective_log_softmax(scores, chosen, self.temperature)
             logps.append(F.pad(row_logps, (0, logits_to_keep - kept)))
-        return torch.cat(logps), torch.cat(entropies) if compute_entropy else None, None
+        per_token_logps = torch.cat(logps)
+        batch, self._on_policy_batch = self._on_policy_batch, None  # the policy's forward
+        if batch is not None:
+            weight = self._importance_weight(per_token_logps.detach(), batch)
+            batch["advantages"] = batch["advantages"] * weight
+        return per_token_logps, torch.cat(entropies) if compute_entropy else None, None
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        """TRL's loss; a batch without behaviour logprobs gets its importance weights from
+        the loss's own forward (see the module docstring)."""
+        if inputs.get("old_per_token_logps") is None:
+            self._on_policy_batch = inputs
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._on_policy_batch = None
+
+    def _importance_weight(
+        self, trainer_logps: torch.Tensor, batch: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """min(exp(trainer - served logprob), tis_cap) on the agent's tokens, 1 elsewhere;
+        the gaps are tallied in `mismatch`."""
+        agent = batch["tool_mask"].bool()
+        gaps = trainer_logps - batch["served_logps"]
+        self.mismatch.add(gaps[agent], self.tis_cap)
+        weight = torch.exp(gaps).clamp(max=self.tis_cap)
+        return torch.where(agent, weight, torch.ones_like(weight))
 
     @torch.no_grad()
     def behaviour_logprobs(self, rows: list[dict[str, Any]]) -> list[list[float]]:
@@ -198,11 +271,6 @@ class TraceGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, batch: list[dict[str, Any]]) -> dict[str, Any]:
         padded = self._padded(batch)
         agent_mask, width_c = padded["agent_mask"], padded["completion_ids"].size(1)
-        old_logps = torch.zeros_like(padded["served_logps"])  # same device
-        for i, row in enumerate(batch):
-            old_logps[i, : len(row["train_logprobs"])] = torch.tensor(row["train_logprobs"])
-        weight = torch.exp(old_logps - padded["served_logps"]).clamp(max=self.tis_cap)
-        weight = torch.where(agent_mask.bool(), weight, torch.ones_like(weight))
         real = int(padded["prompt_mask"].sum() + padded["completion_mask"].sum())
         self.token_counts["forwarded"] += real  # each row alone, without its padding
         self.token_counts["real"] += real
@@ -213,10 +281,16 @@ class TraceGRPOTrainer(GRPOTrainer):
             # TRL multiplies this into the loss mask: tool results, user turns and template
             # tokens are attended to but not trained on
             "tool_mask": agent_mask,
-            "advantages": padded["advantages"] * weight,
-            "old_per_token_logps": old_logps,
+            "advantages": padded["advantages"],
+            "served_logps": padded["served_logps"],
             "num_items_in_batch": agent_mask.sum(),
         }
+        if "train_logprobs" in batch[0]:  # behaviour logprobs from before the step
+            old_logps = torch.zeros_like(padded["served_logps"])  # same device
+            for i, row in enumerate(batch):
+                old_logps[i, : len(row["train_logprobs"])] = torch.tensor(row["train_logprobs"])
+            output["old_per_token_logps"] = old_logps
+            output["advantages"] = output["advantages"] * self._importance_weight(old_logps, output)
         if self.beta != 0.0:
             model = self.accelerator.unwrap_model(self.model)
             with torch.no_grad(), model.disable_adapter():
@@ -289,11 +363,11 @@ def grpo_step(
         trainer.initial_optimizer_state = optimizer_state
     trainer.args.per_device_train_batch_size = 2 * micro
     trainer.tis_cap = config.tis_cap
-    behaviour = trainer.behaviour_logprobs(records)
-    mismatch = serving_mismatch(records, behaviour, config.tis_cap)
-    trainer.train_dataset = Dataset.from_list(
-        [{**r, "train_logprobs": b} for r, b in zip(records, behaviour, strict=True)]
-    )
+    trainer.mismatch = ServingMismatch()
+    if config.epochs > 1 or accumulation < batches:  # later mini-batches are off-policy
+        behaviour = trainer.behaviour_logprobs(records)
+        records = [{**r, "train_logprobs": b} for r, b in zip(records, behaviour, strict=True)]
+    trainer.train_dataset = Dataset.from_list(records)
     trainer.args.gradient_accumulation_steps = accumulation
     trainer.args.num_train_epochs = config.epochs
     trainer.token_counts = Counter()
@@ -320,29 +394,6 @@ def grpo_step(
         else 0.0,
         agent_tokens=float(counts["agent"]),
         peak_rss_mb=peak_rss_mb(),
-        **mismatch,
+        **trainer.mismatch.metrics(),
     )
     return trainer, metrics
-
-
-def serving_mismatch(
-    rows: list[dict[str, Any]], trainer_logps: list[list[float]], cap: float
-) -> dict[str, float]:
-    """How far the server's logprobs of the agent's tokens are from the trainer's before
-    the step: mean and max |difference| per token, and the share of tokens whose
-    importance weight the cap truncated."""
-    gaps: list[float] = []
-    truncated = 0
-    for row, trained in zip(rows, trainer_logps, strict=True):
-        mask = row["agent_mask"] or [1] * len(trained)
-        for served, own, agent in zip(row["completion_logprobs"], trained, mask, strict=True):
-            if agent:
-                gaps.append(abs(own - served))
-                truncated += own - served > math.log(cap)
-    if not gaps:
-        return {}
-    return {
-        "mismatch_mean": sum(gaps) / len(gaps),
-        "mismatch_max": max(gaps),
-        "tis_truncated_share": truncated / len(gaps),
-    }

@@ -92,19 +92,34 @@ class Policy:
         """Logprob of each completion token under the current policy (adapter on)."""
         return _chosen(self._logprob_rows(prompt_ids, completion_ids), completion_ids)
 
-    def probe_scores(
-        self, prompt_ids: list[int], completion_ids: list[int], k: int
-    ) -> tuple[list[float], list[int], list[list[float]]]:
-        """From one forward pass: each completion token's logprob, the `k` likeliest tokens
-        after each one's own (over all positions, without repeats) and every position's
-        logprobs of them, the swap probe's most weight-sensitive tokens
+    @torch.no_grad()
+    def greedy_answer(
+        self, prompt_ids: list[int], max_new_tokens: int, k: int
+    ) -> tuple[list[int], list[float], list[int], list[list[float]]]:
+        """The policy's greedy continuation of a prompt and, from the same forward passes,
+        each token's logprob, the `k` likeliest tokens after each one's own (over all
+        positions, without repeats) and every position's logprobs of them: the swap
+        probe's reference answer and its most weight-sensitive tokens
         (`seal_graph.training.weight_sync.reference_probe`)."""
-        rows = self._logprob_rows(prompt_ids, completion_ids)
-        ids: list[int] = []
-        for row, token in zip(rows, completion_ids, strict=True):
-            ranked = [t for t in row.topk(k + 1).indices.tolist() if t != token]
-            ids += [t for t in ranked[:k] if t not in ids]
-        return _chosen(rows, completion_ids), ids, rows[:, ids].tolist() if ids else []
+        self.model.eval()
+        ids = torch.tensor([prompt_ids])
+        out = self.model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        answer = out.sequences[0, len(prompt_ids) :].tolist()
+        rows = torch.log_softmax(torch.cat(out.logits).float(), dim=-1)  # a row per token
+        ranked: list[int] = []
+        for row, token in zip(rows, answer, strict=True):
+            others = [t for t in row.topk(k + 1).indices.tolist() if t != token]
+            ranked += [t for t in others[:k] if t not in ranked]
+        alternatives = rows[:, ranked].tolist() if ranked else []
+        return answer, _chosen(rows, answer), ranked, alternatives
 
 
 def _chosen(rows: torch.Tensor, completion_ids: list[int]) -> list[float]:

@@ -97,11 +97,9 @@ Scorer = Callable[[list[int], list[int]], list[float]]
 class ProbeTrainer(Protocol):
     """What answering a probe ahead asks of the trainer (`Policy` has it)."""
 
-    def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> list[int]: ...
-
-    def probe_scores(
-        self, prompt_ids: list[int], completion_ids: list[int], k: int
-    ) -> tuple[list[float], list[int], list[list[float]]]: ...
+    def greedy_answer(
+        self, prompt_ids: list[int], max_new_tokens: int, k: int
+    ) -> tuple[list[int], list[float], list[int], list[list[float]]]: ...
 
 
 class ProbeCheck(BaseModel):
@@ -168,8 +166,9 @@ def reference_probe(probe: Probe, trainer: ProbeTrainer, check: ProbeCheck) -> P
     the runners-up at each position under the new weights: computed before the swap,
     while the server answers with the old ones."""
     prompt = probe.prompt_token_ids
-    answer = trainer.greedy(prompt, check.answer_tokens)
-    logprobs, ids, rows = trainer.probe_scores(prompt, answer, check.alternatives)
+    answer, logprobs, ids, rows = trainer.greedy_answer(
+        prompt, check.answer_tokens, check.alternatives
+    )
     return Probe(
         prompt_token_ids=prompt,
         completion_token_ids=answer,
