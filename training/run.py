@@ -45,7 +45,8 @@ def prepare_run_dir(
 def start_server(
     config: TrainConfig, base_url: str | None, api_key: str | None
 ) -> tuple[ModelEndpoint, ModelServer | None]:
-    """The endpoint rollouts use under the stable name (LoRA: the base gets another name)."""
+    """The endpoint rollouts use under the stable name (LoRA: the base gets another name),
+    and the server started for it, still loading (`announce_server` once it is ready)."""
     if base_url:
         endpoint = attach_endpoint(base_url, api_key=api_key)
         return endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), None
@@ -58,8 +59,15 @@ def start_server(
             # full swaps reload weights in place: no LoRA, about twice as fast on CPU
             enable_lora=config.swap == "lora" or config.algo == "coevolve-dpo",
             max_lora_rank=_rank(config.lora.r),
-        )
+        ),
+        wait=False,
     )
+    return server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), server
+
+
+def announce_server(server: ModelServer) -> None:
+    """Wait for the run's server, then say how other clients reach the agent it serves."""
+    server.wait_until_ready()
     console.print(
         f"[bold]the agent being trained is served[/] at {server.endpoint.base_url} as "
         f"'{DEFAULT_SERVED_NAME}' (dtype {server.dtype}); each verified swap changes what it "
@@ -67,7 +75,6 @@ def start_server(
         f"  export OPENAI_BASE_URL={server.endpoint.base_url}\n"
         f"  export OPENAI_API_KEY={server.endpoint.api_key}"
     )
-    return server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), server
 
 
 def _rank(r: int) -> int:
@@ -101,6 +108,7 @@ def run_training(
         endpoint, server = start_server(config, base_url, api_key)
         run = None
         try:
+            # the trainer's imports and model load while vLLM loads (~10 s of a start)
             run = open_run(
                 run_dir,
                 run_id,
@@ -110,6 +118,8 @@ def run_training(
                 served,
                 server.dtype if server is not None else None,
             )
+            if server is not None:
+                announce_server(server)
             result = loop.sync_server(run, served)
             if not result["ok"]:
                 raise ServerError(

@@ -101,8 +101,12 @@ class ModelServer:
         """The policy card last read from the server while it ran (supervised servers)."""
 
     @classmethod
-    def start(cls, settings: ServerSettings | None = None, **overrides: Any) -> ModelServer:
-        """Launch the server and block until it answers; raise `ServerStartError` if not."""
+    def start(
+        cls, settings: ServerSettings | None = None, *, wait: bool = True, **overrides: Any
+    ) -> ModelServer:
+        """Launch the server and block until it answers; raise `ServerStartError` if not.
+        With `wait=False` it returns once the process is started: do other start-up work
+        while vLLM loads, then call `wait_until_ready` (and `stop` if that work fails)."""
         settings = (settings or ServerSettings()).model_copy(update=overrides)
         settings = ServerSettings.model_validate(settings.model_dump())
         platform = detect_platform()
@@ -118,11 +122,8 @@ class ModelServer:
         log_path = paths.logs_dir() / f"vllm-{settings.host}-{port}.log"
         server = cls(settings, endpoint, None, log_path, platform, model_dir, port)
         server._spawn()
-        try:
-            server._wait_until_healthy()
-        except BaseException:
-            server.stop()
-            raise
+        if wait:
+            server.wait_until_ready()
         return server
 
     def command(self) -> list[str]:
@@ -133,6 +134,7 @@ class ModelServer:
 
     def _spawn(self) -> None:
         """Start the server process (same port, key and model on every restart)."""
+        self._spawned_at = time.monotonic()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # the server outlives this call; stop() ends it
                 self.command(),
@@ -208,9 +210,18 @@ class ModelServer:
         with contextlib.suppress(Exception):  # a busy or dying server: try again later
             self.card = weights.card() or self.card
 
+    def wait_until_ready(self) -> None:
+        """Block until the started server answers; on a `ServerStartError` (or an
+        interrupt) the server is stopped before the error goes up."""
+        try:
+            self._wait_until_healthy()
+        except BaseException:
+            self.stop()
+            raise
+
     def _wait_until_healthy(self) -> None:
-        deadline = time.monotonic() + self.settings.startup_timeout_s
-        began = time.monotonic()
+        began = self._spawned_at
+        deadline = began + self.settings.startup_timeout_s
         label = (
             f"starting vLLM ({self.platform}) for {self.model_dir.name} at {self.endpoint.base_url}"
         )
