@@ -69,16 +69,7 @@ class Policy:
     @torch.no_grad()
     def greedy(self, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
         """The policy's greedy continuation of a prompt (token ids)."""
-        self.model.eval()
-        ids = torch.tensor([prompt_ids])
-        out = self.model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
-        )
-        return out[0, len(prompt_ids) :].tolist()
+        return self.greedy_answer(prompt_ids, max_new_tokens, k=0)[0]
 
     @torch.no_grad()
     def _logprob_rows(self, prompt_ids: list[int], completion_ids: list[int]) -> torch.Tensor:
