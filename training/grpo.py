@@ -11,14 +11,15 @@ Our rollouts are multi-call, multi-turn LangGraph episodes served by vLLM, so
   calls do not chain, one LLM call. Token ids are exactly as served (no
   re-tokenisation); `old_per_token_logps` are the trainer's own logprobs of the batch
   before the step changes anything (`behaviour_logprobs`, one no-grad pass under the
-  training precision), so the first mini-batch starts at ratio 1 and later ones are
-  off-policy by exactly what the earlier ones changed; the advantage is per token (the
-  episode's or its turn's diagnosis-weighted advantage) times the truncated importance
-  weight min(exp(trainer - served logprob), tis_cap) that corrects for the serving
-  engine's own numerics (TRL's `token_truncate` correction, which it applies only with
-  its own vLLM generation; a non-negative weight on the advantage is the same loss);
-  and `tool_mask` — which TRL multiplies into
-  the loss mask — is 1 only on the agent's own sampled tokens, so tool results, user
+  training precision, when the iteration takes several optimiser steps; with one, the
+  loss's own forward: see `_compute_loss` below), so the first mini-batch starts at
+  ratio 1 and later ones are off-policy by exactly what the earlier ones changed; the
+  advantage is per token (the episode's or its turn's diagnosis-weighted advantage)
+  times the truncated importance weight min(exp(trainer - served logprob), tis_cap) that
+  corrects for the serving engine's own numerics (TRL's `token_truncate` correction,
+  which it applies only with its own vLLM generation; a non-negative weight on the
+  advantage is the same loss); and `tool_mask` — which TRL multiplies into the loss
+  mask — is 1 only on the agent's own sampled tokens, so tool results, user
   turns and template tokens are context, not actions. With `beta > 0` the reference
   logprobs come from the model with its adapter switched off, as TRL does for PEFT.
 * `_get_per_token_logps_and_entropies` forwards each row of a micro-batch alone, cut
@@ -86,9 +87,10 @@ class ServingMismatch:
     def add(self, gaps: torch.Tensor, cap: float) -> None:
         """`gaps`: trainer minus served logprob on each agent token."""
         if gaps.numel():
+            sizes = gaps.abs()
             self.tokens += gaps.numel()
-            self.gap_sum += float(gaps.abs().sum())
-            self.gap_max = max(self.gap_max, float(gaps.abs().max()))
+            self.gap_sum += float(sizes.sum())
+            self.gap_max = max(self.gap_max, float(sizes.max()))
             self.truncated += int((gaps > math.log(cap)).sum())
 
     def metrics(self) -> dict[str, float]:

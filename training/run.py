@@ -108,7 +108,7 @@ def run_training(
         endpoint, server = start_server(config, base_url, api_key)
         run = None
         try:
-            # the trainer's imports and model load while vLLM loads (~10 s of a start)
+            # the trainer's imports and model load while vLLM loads
             run = open_run(
                 run_dir,
                 run_id,
