@@ -45,7 +45,7 @@ from machine import cpu_of, machine, machine_of  # benchmarks/machine.py
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.evaluation import outcomes, select_tasks
-from seal_graph.labels import SUCCESS_LABELS
+from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS
 from seal_graph.registry import get_environment
 from seal_graph.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
@@ -334,6 +334,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
                 "labels": r.diagnose.label_prevalence,
                 "interface_version": r.interface_version,
                 "mismatch_mean": r.train.model_dump().get("mismatch_mean"),
+                **({"rho": r.train.rho} if r.train.rho else {}),
                 **dpo_point(r.train.target),
             }
             for r in history
@@ -608,6 +609,7 @@ def against_targets(table: dict, runs: list[dict], planned_seeds: int) -> list[s
             f"{100 * statistics.fmean(r['test']['success'] for r in runs):.0f}% greedy "
             "test success after training."
         )
+    lines += diagnosis_weights(runs)
     signal = RESULTS.parent / "grpo_signal.json"  # benchmarks/grpo_signal.py
     if signal.exists():
         rows = load(signal)["rows"]
@@ -624,6 +626,36 @@ def against_targets(table: dict, runs: list[dict], planned_seeds: int) -> list[s
             + "."
         )
     return lines
+
+
+def diagnosis_weights(runs: list[dict]) -> list[str]:
+    """Where rho ended, per label the SEAL runs saw: how far the diagnosis could reweight
+    an advantage (runs made before rho was recorded are left out)."""
+    ended = [r for r in runs if r["curve"] and "rho" in r["curve"][-1]]
+    if not ended:
+        return []
+    table = benchmark_config().weighting.rho
+    seen = sorted({k for r in ended for c in r["curve"] for k in c["labels"]} - UNTRUSTED_LABELS)
+    finals = {k: [r["curve"][-1]["rho"].get(k, 1.0) for r in ended] for k in seen}
+    spread = max(abs(v - 1.0) for values in finals.values() for v in values)
+    return [
+        f"- How far SEAL's diagnosis reweighted ({len(ended)} runs that recorded rho: "
+        + ", ".join(f"{r['method']} s{r['seed']}" for r in ended)
+        + "): rho after the last iteration "
+        + "; ".join(
+            f"{k} {min(v):.2f}-{max(v):.2f} (from {table.get(k, 1.0):.1f})"
+            for k, v in finals.items()
+        )
+        + f". Every weight stayed within {100 * spread:.0f}% of 1"
+        + (
+            ": the paper's rho table (written in BFCL's per-turn tags) gives kv-calc's "
+            "labels 1.0 or does not name them (1.0 too), and only dynamic rho moves them. "
+            "Here SEAL differs from vanilla GRPO by its interface evolution, hardly by its "
+            "weights."
+            if all(table.get(k, 1.0) == 1.0 for k in seen)
+            else "."
+        )
+    ]
 
 
 def machine_lines(warm: dict, runs: list[dict]) -> list[str]:

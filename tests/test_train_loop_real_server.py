@@ -12,7 +12,9 @@ from loop_envs import two_turn_env, yes_no_env
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.interface import BASE_INTERFACE
+from seal_graph.labels import UNTRUSTED_LABELS
 from seal_graph.training import dpo_loop, loop
+from seal_graph.training.advantages import weight_key
 from seal_graph.training.config import load_config
 from seal_graph.training.resources import open_run
 from seal_graph.training.weight_sync import probe_check
@@ -53,12 +55,14 @@ def test_one_iteration_swaps_verified_weights_and_refuses_a_corrupt_adapter(
         rolled = loop.rollout(run, 0, BASE_INTERFACE, served_version=0)
         assert rolled["episodes"] == 16
         loop.diagnose(run, 0)
-        result = run.algorithm.train(
-            run, 0, loop.labelled_batch(run, 0), run.algorithm.initial_state()
-        )
+        batch = loop.labelled_batch(run, 0)
+        result = run.algorithm.train(run, 0, batch, run.algorithm.initial_state())
         trained = result.metrics
         assert trained["stepped"], "the batch had no reward variance: no signal to test with"
         assert trained["zero_signal_groups"] < trained["groups"]
+        # the step records the rho it weighted with, for every label the batch carried
+        seen = {weight_key(d) for _, ds in batch for d in ds if d.label not in UNTRUSTED_LABELS}
+        assert seen <= set(trained["rho"])
         probe = result.probe
         swapped = loop.swap(run, run.policy.version, probe)
         assert run.sync.check == probe_check("float32") and run.sync.check.alternatives

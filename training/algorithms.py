@@ -142,6 +142,7 @@ class GRPO(Algorithm):
                 "mean_abs_advantage": mean(abs(a) for a in weighted.advantage.values()),
                 "mean_weight": mean(weighted.weight.values()),
                 "weighting": mode,
+                "rho": weighted.rho if mode != "none" else {},
                 "episodes_split_into_calls": split,
                 "episodes_respliced": respliced,
                 **{k: metrics[k] for k in STEP_STATISTICS if k in metrics},

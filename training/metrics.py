@@ -91,6 +91,11 @@ class TrainMetrics(_Stage):
     mean_abs_advantage: float = 0.0
     mean_weight: float = 1.0
     weighting: str | None = None
+    rho: dict[str, float] = Field(
+        default_factory=dict,
+        description="rho(z) per weighting key as this step used it (diagnosis-weighted "
+        "GRPO only): how dynamic rho moved the labels' weights.",
+    )
     negatives: NegativeStatistics | None = None
     target: DPORound | None = None
     failure_agent: DPORound | None = None
