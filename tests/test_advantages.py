@@ -1,4 +1,5 @@
-"""Hand-computed advantages and diagnosis weights (trajectory, turn, dynamic rho)."""
+"""Hand-computed advantages and diagnosis weights (trajectory, turn, dynamic rho), and the
+run report's table of them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from seal_graph.training.advantages import (
     update_rho,
     weighted_advantages,
 )
+from seal_graph.training.metrics import DiagnoseMetrics, IterationMetrics, TrainMetrics
+from seal_graph.training.report import diagnosis_weight_section
 
 CONFIG = WeightingConfig(dynamic_rho=False)
 
@@ -115,3 +118,25 @@ def test_dynamic_rho_moves_by_ema_towards_its_target() -> None:
     again = update_rho(rho, stats, config)
     assert again["response_mismatch"] == pytest.approx(0.75 * 0.945 + 0.25 * 1.08)
     assert again["pass"] == 1.0  # untouched keys keep their value
+
+
+def test_report_shows_rho_for_the_labels_the_batches_carried() -> None:
+    def iteration(i: int, labels: dict[str, float], rho: dict[str, float]) -> IterationMetrics:
+        return IterationMetrics(
+            iteration=i,
+            policy_version=i + 1,
+            interface_version=1,
+            diagnose=DiagnoseMetrics(label_prevalence=labels),
+            train=TrainMetrics(rho=rho),
+        )
+
+    table = {"spurious_tool_call": 2.0, "pass": 1.0}
+    history = [
+        iteration(0, {"pass": 0.8, "argument_mismatch": 0.2}, {**table, "pass": 1.05}),
+        iteration(1, {"pass": 0.9, "gt_error": 0.1}, {**table, "argument_mismatch": 1.02}),
+    ]
+    lines = diagnosis_weight_section(history)
+    assert "| it | argument_mismatch | pass |" in lines  # seen labels only, no untrusted
+    assert lines[-2:] == ["| 1 | 1.000 | 1.050 |", "| 2 | 1.020 | 1.000 |"]
+    unweighted = [iteration(0, {"pass": 1.0}, {})]  # vanilla GRPO records no rho
+    assert diagnosis_weight_section(unweighted) == []

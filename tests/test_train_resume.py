@@ -27,6 +27,7 @@ tasks_per_iteration = 2
 group_size = 2
 max_tokens = 8
 [eval]
+every = 1
 limit = 2
 max_tokens = 8
 [optim]

@@ -29,7 +29,7 @@ from seal_graph.training.advantages import (
 )
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.loop import mean
-from seal_graph.training.report import training_step_section
+from seal_graph.training.report import diagnosis_weight_section, training_step_section
 from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.trajectories import served_trajectory
 from seal_graph.training.weight_sync import Probe
@@ -153,7 +153,7 @@ class GRPO(Algorithm):
         )
 
     def report_sections(self, history: list[dict[str, Any]]) -> list[str]:
-        return training_step_section(history)
+        return training_step_section(history) + diagnosis_weight_section(history)
 
     def _step(
         self, run: LoopRun, rows: list[TrainingSample], optimizer_state: Path | None

@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 
 from seal_graph.interface import InterfaceVersion
+from seal_graph.labels import UNTRUSTED_LABELS
 from seal_graph.training.metrics import DPORound, IterationMetrics, NegativeStatistics
 from seal_graph.training.resources import LoopRun
 
@@ -146,6 +147,29 @@ def training_step_section(history: list[IterationMetrics]) -> list[str]:
             f"{t.get('mismatch_max', float('nan')):.3f} | "
             f"{t.get('tis_truncated_share', 0):.1%} | {t['peak_rss_mb'] / 1024:.1f} GB |"
         )
+    return lines
+
+
+def diagnosis_weight_section(history: list[IterationMetrics]) -> list[str]:
+    """Per iteration, rho(z) for every label the run's batches carried: how far dynamic
+    rho moved each label's weight (diagnosis-weighted GRPO only; nothing otherwise)."""
+    weighted = [r for r in history if r.train.rho]
+    if not weighted:
+        return []
+    seen = sorted({k for r in history for k in r.diagnose.label_prevalence} - UNTRUSTED_LABELS)
+    lines = [
+        "",
+        "## Diagnosis weights",
+        "",
+        "rho per label as each step weighted advantages with it (1 = no reweighting; "
+        "labels the weighting table leaves out start at 1).",
+        "",
+        "| it | " + " | ".join(seen) + " |",
+        "|" + "---|" * (len(seen) + 1),
+    ]
+    for r in weighted:
+        values = " | ".join(f"{r.train.rho.get(k, 1.0):.3f}" for k in seen)
+        lines.append(f"| {r.iteration + 1} | {values} |")
     return lines
 
 
