@@ -1,8 +1,9 @@
 """A DPO round on the policy's LoRA adapter, as the loop runs one per iteration: after a
 bf16-autocast round the policy computes logprobs in float32 again (accelerate leaves an
 autocast wrapper on `forward`; swap probes would then disagree with the float32 server),
-and a second round on the same policy trains (TRL's leftover reference adapter once made
-it fail)."""
+a second round on the same policy trains (TRL's leftover reference adapter once made
+it fail), and a round of long pairs trains through gradient checkpointing and leaves the
+policy without it."""
 
 from __future__ import annotations
 
@@ -58,9 +59,26 @@ def test_second_dpo_round_on_the_same_policy_trains(policy: Policy, tmp_path: Pa
     after_first = policy.completion_logprobs(prompt, yes)
     second = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.5, tmp_path / "r1")
     assert first["pairs"] == second["pairs"] == 1
+    assert first["gradient_checkpointing"] == 0  # short pairs: activations kept
     assert first["optimizer_steps"] == second["optimizer_steps"] == 1  # 1 pair per step
     assert list(policy.model.peft_config) == ["default"]
     assert policy.model.active_adapter == "default"
     after_second = policy.completion_logprobs(prompt, yes)
     # the second round moved the weights: 'yes' became more likely again
     assert sum(after_second) > sum(after_first)
+
+
+def test_a_round_of_long_pairs_trains_through_gradient_checkpointing_then_drops_it(
+    policy: Policy, tmp_path: Path
+) -> None:
+    prompt, yes, row = pair(policy)
+    before = policy.completion_logprobs(prompt, yes)
+    settings = DPOSettings(
+        precision="fp32", learning_rate=1e-3, micro_batch=1, batch_pairs=1,
+        checkpoint_above_tokens=1,  # every pair counts as long
+    )  # fmt: skip
+    metrics = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.1, tmp_path)
+    assert metrics["gradient_checkpointing"] == 1
+    assert not policy.model.is_gradient_checkpointing  # GRPO, swaps and probes run without
+    # gradients reached the adapter through the recomputed layers: 'yes' became more likely
+    assert sum(policy.completion_logprobs(prompt, yes)) > sum(before)

@@ -97,6 +97,11 @@ def pair_rows(
     return rows
 
 
+def pair_tokens(row: dict[str, Any]) -> int:
+    """Tokens a pair puts through the model: TRL prepends the prompt to each side."""
+    return 2 * len(row["prompt_ids"]) + len(row["chosen_ids"]) + len(row["rejected_ids"])
+
+
 @torch.no_grad()
 def reference_logps(
     model: Any,
@@ -148,6 +153,8 @@ def dpo_step(
     bf16 = use_bf16(settings.precision)
     rows = reference_logps(model, collator, rows, settings.micro_batch, bf16)
     micro = min(settings.micro_batch, len(rows))
+    limit = settings.checkpoint_above_tokens
+    checkpointing = limit is not None and micro * max(map(pair_tokens, rows)) > limit
     args = DPOConfig(
         output_dir=str(output_dir),
         beta=beta,
@@ -160,7 +167,7 @@ def dpo_step(
         logging_steps=1,
         report_to="none",
         save_strategy="no",
-        **trainer_compute_args(settings.precision),
+        **trainer_compute_args(settings.precision, gradient_checkpointing=checkpointing),
         remove_unused_columns=False,
         disable_tqdm=False,  # a round is minutes on CPU: show it
         seed=seed,
@@ -177,6 +184,8 @@ def dpo_step(
         result = trainer.train()
     finally:
         release_mixed_precision(trainer)
+        if checkpointing:  # the policy outlives the round: later stages run without it
+            model.gradient_checkpointing_disable()
         # TRL copies the policy's adapter into a "ref" adapter for PEFT models; the rows
         # carry the reference, so it is unused, and left behind it makes the next round's
         # trainer fail ("Adapter with name 'ref' already exists") and gets saved.
@@ -187,6 +196,7 @@ def dpo_step(
     metrics.update(
         pairs=float(len(rows)),
         optimizer_steps=float(trainer.state.global_step),
+        gradient_checkpointing=float(checkpointing),
         beta=beta,
         reward_margin=float(logged[-1]["rewards/margins"]) if logged else 0.0,
         reward_accuracy=float(logged[-1].get("rewards/accuracies", 0.0)) if logged else 0.0,

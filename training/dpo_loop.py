@@ -276,7 +276,7 @@ def negative_statistics(negatives: list[Trajectory]) -> dict[str, float]:
 def _dpo_summary(metrics: dict[str, float]) -> dict[str, float]:
     keys = (
         "pairs", "optimizer_steps", "beta", "train_loss", "reward_margin",
-        "reward_accuracy", "seconds", "peak_rss_mb",
+        "reward_accuracy", "seconds", "peak_rss_mb", "gradient_checkpointing",
     )  # fmt: skip
     return {k: metrics[k] for k in keys if k in metrics}
 
