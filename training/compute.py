@@ -3,9 +3,10 @@
 TRL's configs default to gradient checkpointing (recompute activations in the backward
 pass to save memory). For the bundled 135M model that trade is wrong on CPU: a LoRA
 forward+backward of 4 x 850 tokens runs at ~320 tokens/s here without it and about half
-that with it, and the activations fit easily. bf16 autocast is used where the CPU has
-bf16 kernels (1.8x faster measured here); `precision` in each stage's settings
-overrides it.
+that with it, and the activations fit easily. The exception is a DPO round of long pairs
+(BFCL's ~10k-token ones): `DPOSettings.checkpoint_above_tokens` turns it on there.
+bf16 autocast is used where the CPU has bf16 kernels (1.8x faster measured here);
+`precision` in each stage's settings overrides it.
 """
 
 from __future__ import annotations

@@ -162,9 +162,10 @@ class DPOSettings(_Settings):
         ge=1,
         description="Gradient checkpointing (each layer's activations recomputed in the "
         "backward) for a round whose micro-batches can hold more than this many tokens. "
-        "A BFCL pair is ~10k tokens: without it one pair's forward+backward needs ~14 GB "
-        "beside the model (OOM next to a vLLM server on 24 GB), with it 5.3 GB in all, "
-        "16% slower (measured). kv-calc pairs stay under it. None: never.",
+        "A BFCL pair is ~10k tokens: a LoRA forward+backward of 2 x 4.9k tokens peaked at "
+        "14.4 GB without it (a whole ETO round beside a vLLM server was OOM-killed at 20 GB "
+        "on 24 GB), 5.3 GB with it, 16% slower (one measurement each). kv-calc pairs stay "
+        "under it. None: never.",
     )
     max_pairs: int | None = Field(
         default=16, ge=1, description="Cap on pairs per iteration (a seeded sample)."
