@@ -17,7 +17,7 @@ from typing import Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from seal_graph import evolution, registry
@@ -47,6 +47,7 @@ def _ctx(runtime: Runtime[EvolveContext]) -> EvolveContext:
     return runtime.context or EvolveContext()
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
 class EvolveInput(TypedDict):
     """Which stored batch to diagnose."""
 
@@ -58,6 +59,7 @@ class EvolveInput(TypedDict):
     """Batch = episodes rolled out under this version (default: the run's latest)."""
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
 class EvolveOutput(TypedDict):
     """What the cycle found and changed."""
 
@@ -73,6 +75,7 @@ class EvolveOutput(TypedDict):
     """What changed and why."""
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
 class EvolveState(EvolveInput, EvolveOutput, total=False):
     """Everything the cycle carries between nodes (checkpointed)."""
 

@@ -31,7 +31,7 @@ from langchain_core.messages import (
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
@@ -42,7 +42,7 @@ from seal_graph.errors import ConfigError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode, LLMCall, ToolEvent, TurnRecord
 from seal_graph.sessions import SessionPool, run_turn_calls
-from seal_graph.settings import RolloutSettings
+from seal_graph.settings import RolloutSettings, api_key_field, api_key_from_environment
 from seal_graph.store import TraceStore
 from seal_graph.tool_execution import invalid_call_event
 
@@ -62,11 +62,8 @@ class RolloutContext(BaseModel):
         description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
         "(default: $OPENAI_BASE_URL of the graph server).",
     )
-    api_key: str = Field(
-        default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""),
-        repr=False,
-        description="API key of the endpoint (default: $SEAL_GRAPH_API_KEY of the graph "
-        "server; `seal-graph serve` prints it).",
+    api_key_env: str = api_key_field(
+        "the endpoint (`seal-graph serve` prints it; start `langgraph dev` with it set)"
     )
     model: str = Field(default="seal-agent", description="Served model name.")
     settings: RolloutSettings = Field(
@@ -90,7 +87,9 @@ class RolloutContext(BaseModel):
     chat_model: SkipJsonSchema[Any] = Field(
         default=None,
         exclude=True,
-        description="A LangChain chat model to use instead of the endpoint (Python only).",
+        description="A LangChain chat model to use instead of building a client for "
+        "`base_url` (Python only: a batch passes its endpoint's client this way, so no key "
+        "is ever a context value).",
     )
     sessions: SkipJsonSchema[SessionPool] = Field(
         default_factory=SessionPool,
@@ -108,12 +107,17 @@ class RolloutContext(BaseModel):
                 "endpoint (e.g. http://127.0.0.1:8000/v1, which `seal-graph serve` prints), "
                 "or start the graph server with OPENAI_BASE_URL set."
             )
-        if not self.api_key:
+        if not self.api_key():
             raise ConfigError(
-                f"the rollout context has no `api_key` for {self.base_url}: set it to the "
-                "key `seal-graph serve` printed, or start the graph server with "
-                "SEAL_GRAPH_API_KEY set."
+                f"no API key for {self.base_url}: the graph server's environment variable "
+                f"${self.api_key_env} (the context's `api_key_env`) is not set. Start the "
+                f"graph server with {self.api_key_env}=KEY (the key `seal-graph serve` "
+                "printed); keys never travel in a run's context."
             )
+
+    def api_key(self) -> str:
+        """The endpoint's key, read from the environment of the process running the graph."""
+        return api_key_from_environment(self.api_key_env)
 
 
 @functools.cache
@@ -127,6 +131,7 @@ def _ctx(runtime: Runtime[RolloutContext]) -> RolloutContext:
     return runtime.context or _default_context()
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))  # the docstrings are the schema's
 class RolloutInput(TypedDict):
     """Which task to roll out."""
 
@@ -138,34 +143,35 @@ class RolloutInput(TypedDict):
     """Stable id (defaults to a fresh UUID)."""
 
 
-class RolloutState(RolloutInput):
-    """The full episode state; everything here is checkpointed."""
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class RolloutOutput(TypedDict):
+    """What the agent did, then the verified episode. Every node writes some of these, so
+    `stream_mode="updates"` (Studio's node view) shows each step of the work."""
 
     messages: Annotated[list[AnyMessage], add_messages]
-    """The conversation as the agent sees it."""
-    n_turns: int
-    """Number of user turns in the task."""
+    """The conversation as the agent sees it (user turns, replies, tool results)."""
+    llm_calls: Annotated[list[dict[str, Any]], operator.add]
+    """Every completion with served token ids (`LLMCall`)."""
+    tool_events: Annotated[list[dict[str, Any]], operator.add]
+    """Every tool call and its result or error (`ToolEvent`)."""
+    turns: Annotated[list[dict[str, Any]], operator.add]
+    """Finished user turns (`TurnRecord`: steps taken, whether the step limit cut it)."""
     turn: int
     """Current user turn (0-based)."""
     step: int
     """Agent steps taken in the current turn."""
-    llm_calls: Annotated[list[dict[str, Any]], operator.add]
-    """Every completion with served token ids (`LLMCall`)."""
-    tool_events: Annotated[list[dict[str, Any]], operator.add]
-    """Every tool call and result (`ToolEvent`)."""
-    turns: Annotated[list[dict[str, Any]], operator.add]
-    """Finished turns (`TurnRecord`)."""
+    episode: NotRequired[dict[str, Any]]
+    """The verified `Episode` as a dict: reward, success and the per-turn evidence."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class RolloutState(RolloutInput, RolloutOutput):
+    """The full episode state; everything here is checkpointed."""
+
+    n_turns: int
+    """Number of user turns in the task."""
     started: float
     """Wall-clock start (epoch seconds)."""
-    episode: NotRequired[dict[str, Any]]
-    """The verified `Episode` (set by `verify`)."""
-
-
-class RolloutOutput(TypedDict):
-    """The verified episode."""
-
-    episode: dict[str, Any]
-    """`Episode` as a dict: messages, calls, events, turns, reward, evidence."""
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -227,7 +233,7 @@ async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
     _, _, session = await _session(state, runtime)
     tools = _interface(ctx).tools(session.tools(state["turn"]))
     llm = ctx.chat_model or registry.chat_model(
-        ctx.base_url, ctx.api_key, ctx.model, ctx.settings.temperature, ctx.settings.max_tokens
+        ctx.base_url, ctx.api_key(), ctx.model, ctx.settings.temperature, ctx.settings.max_tokens
     )
     began = time.perf_counter()
     try:
@@ -250,7 +256,7 @@ async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
         tool_calls=[dict(c) for c in reply.tool_calls],
         finish_reason=reply.response_metadata.get("finish_reason"),
         seconds=time.perf_counter() - began,
-        endpoint="" if ctx.chat_model else ctx.base_url,
+        endpoint=ctx.base_url,
     )
     update: dict[str, Any] = {
         "messages": [reply],

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
@@ -58,6 +58,7 @@ def _run(runtime: Runtime[LoopContext]) -> LoopRun:
     return run
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
 class LoopInput(TypedDict):
     """Which run to drive."""
 
@@ -65,6 +66,7 @@ class LoopInput(TypedDict):
     """Run directory (traces, adapters, metrics, report)."""
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
 class LoopOutput(TypedDict, total=False):
     """The run's history and report."""
 
@@ -74,6 +76,7 @@ class LoopOutput(TypedDict, total=False):
     """Markdown report."""
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
 class LoopState(LoopInput, LoopOutput, total=False):
     """Progress of the run (checkpointed): everything a resume needs."""
 

@@ -3,7 +3,9 @@
 `ServedChatModel` is langchain-openai's `ChatOpenAI` with three additions:
 
 * retries on connection errors, timeouts and 5xx answers are owned by tenacity (the
-  OpenAI SDK's own retries are switched off, so there is one retry policy, and it logs);
+  OpenAI SDK's own retries are switched off, so there is one retry policy, and it logs),
+  and end within the retry budget; a server that stays unreachable, or refuses the key,
+  fails with a `ServerError` that names the server's URL and what to do;
 * with `return_token_ids=True` it asks vLLM for the token ids it actually generated
   (`return_token_ids`) and their logprobs, and puts them on the message's
   `response_metadata` — training later uses exactly the served tokens, so there is no
@@ -28,9 +30,11 @@ from tenacity import (
     before_sleep_log,
     retry_if_exception,
     stop_after_attempt,
-    stop_after_delay,
+    stop_before_delay,
     wait_exponential,
 )
+
+from seal_graph.errors import ServerError
 
 logger = logging.getLogger(__name__)
 RETRY_BUDGET_ENV = "SEAL_GRAPH_RETRY_BUDGET_S"
@@ -88,24 +92,59 @@ class ServedChatModel(ChatOpenAI):
     def _retry_kwargs(self) -> dict[str, Any]:
         return {
             "retry": retry_if_exception(is_retryable),
-            "stop": stop_after_attempt(self.retry_attempts) | stop_after_delay(self.retry_budget_s),
+            # no wait that would end past the budget: the budget is the most a call waits
+            "stop": stop_after_attempt(self.retry_attempts)
+            | stop_before_delay(self.retry_budget_s),
             "wait": wait_exponential(multiplier=0.5, max=self.retry_max_wait_s),
             "before_sleep": before_sleep_log(logger, logging.WARNING),
             "reraise": True,
         }
 
+    def explain(self, exc: BaseException) -> ServerError | None:
+        """A refused key or a server that stayed unreachable as a `ServerError` naming
+        the URL; None for any other error (the model's, or a bad request)."""
+        url = self.openai_api_base
+        seen: BaseException | None = exc
+        while seen is not None and not isinstance(seen, openai.APIError):
+            seen = seen.__cause__
+        if isinstance(seen, openai.AuthenticationError):
+            return ServerError(
+                f"the server at {url} refused the API key (HTTP 401): use the key it was "
+                "started with (`seal-graph serve` prints it as SEAL_GRAPH_API_KEY)."
+            )
+        if is_retryable(exc):
+            return ServerError(
+                f"the server at {url} did not answer within the retry budget of "
+                f"{self.retry_budget_s:.0f} s (${RETRY_BUDGET_ENV}): {type(seen or exc).__name__}"
+                f": {seen or exc}. Check that it runs and that the URL is right."
+            )
+        return None
+
+    def _raise_explained(self, exc: Exception) -> None:
+        explained = self.explain(exc)
+        if explained is not None:
+            raise explained from exc
+
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        for attempt in Retrying(**self._retry_kwargs()):
-            with attempt:
-                return super()._generate(messages, *args, **kwargs)
+        try:
+            for attempt in Retrying(**self._retry_kwargs()):
+                with attempt:
+                    return super()._generate(messages, *args, **kwargs)
+        except Exception as exc:
+            self._raise_explained(exc)
+            raise
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
     async def _agenerate(
         self, messages: list[BaseMessage], *args: Any, **kwargs: Any
     ) -> ChatResult:
-        async for attempt in AsyncRetrying(**self._retry_kwargs()):
-            with attempt:
-                return await super()._agenerate(messages, *args, **kwargs)
+        try:
+            async for attempt in AsyncRetrying(**self._retry_kwargs()):
+                with attempt:
+                    return await super()._agenerate(messages, *args, **kwargs)
+        except Exception as exc:
+            self._raise_explained(exc)
+            raise
         raise AssertionError("unreachable: tenacity re-raises the last error")
 
     def _create_chat_result(

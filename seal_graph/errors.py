@@ -24,8 +24,11 @@ class InstallError(SealGraphError):
     """A dependency is missing or broken; the message names the install command."""
 
 
-class ServerError(SealGraphError):
-    """The model server could not be started, reached or authenticated."""
+class ServerError(SealGraphError, RuntimeError):
+    """The model server could not be started, reached or authenticated.
+
+    Also a `RuntimeError`, for the same reason `ConfigError` is a `ValueError`: the
+    LangGraph API server passes its message on to the client."""
 
 
 class ServerStartError(ServerError):

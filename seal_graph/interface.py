@@ -104,21 +104,32 @@ class InterfaceConfig(BaseModel):
 class Adaptation(BaseModel):
     """One change to the interface and the diagnoses that caused it."""
 
-    kind: Literal["schema", "error_hint", "guideline"]
+    kind: Literal["schema", "error_hint", "guideline"] = Field(
+        description="phi_schema (tool parameter notes), phi_err (a recovery hint appended "
+        "to matching errors) or phi_cap (a guideline in the system prompt)."
+    )
     key: str = Field(description="The label or error pattern it answers.")
-    text: str
-    caused_by: dict[str, Any] = Field(default_factory=dict)
-    since_version: int
+    text: str = Field(description="What the agent is shown.")
+    caused_by: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The label statistics that caused it (count, prevalence, mean reward).",
+    )
+    since_version: int = Field(description="The interface version that introduced it.")
 
 
 class InterfaceVersion(BaseModel):
     """A version of the training interface; version 0 is the base interface."""
 
-    version: int = 0
-    parent: int | None = None
-    adaptations: list[Adaptation] = Field(default_factory=list)
-    retired: list[Adaptation] = Field(default_factory=list)
-    summary: str = "base interface"
+    version: int = Field(default=0, description="Version number; 0 is the base interface.")
+    parent: int | None = Field(default=None, description="The version this one evolved from.")
+    adaptations: list[Adaptation] = Field(
+        default_factory=list, description="The changes in force in this version."
+    )
+    retired: list[Adaptation] = Field(
+        default_factory=list,
+        description="Changes of the parent retired here (their label stopped qualifying).",
+    )
+    summary: str = Field(default="base interface", description="What changed and why.")
 
     @property
     def is_base(self) -> bool:

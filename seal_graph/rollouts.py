@@ -133,8 +133,15 @@ async def run_rollouts(
         contexts = [RolloutContext(chat_model=model, **shared)]
     else:
         endpoints = model if isinstance(model, list) else [model]
-        contexts = [
-            RolloutContext(base_url=e.base_url, api_key=e.api_key, model=e.model, **shared)
+        contexts = [  # the key goes in the client, never into a context value
+            RolloutContext(
+                chat_model=registry.chat_model(
+                    e.base_url, e.api_key, e.model, settings.temperature, settings.max_tokens
+                ),
+                base_url=e.base_url,
+                model=e.model,
+                **shared,
+            )
             for e in endpoints
         ]
     checkpoints = checkpoint_path or store.path.with_suffix(".checkpoints.sqlite")

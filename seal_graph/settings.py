@@ -9,8 +9,34 @@ setting has one name, one default and one description everywhere.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+API_KEY_ENV = "SEAL_GRAPH_API_KEY"
+"""The environment variable that holds a model server's key by default."""
+
+
+def api_key_field(what: str) -> Any:
+    """A setting that names the environment variable holding `what`'s API key. Settings
+    travel into graph contexts, run records and Studio, so they hold a secret's name,
+    never the secret."""
+    return Field(
+        default=API_KEY_ENV,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description=f"Name of the environment variable (of the process that runs the graph) "
+        f"that holds the API key of {what}; the key itself is never part of a setting, a "
+        f"run or a graph's state. Default ${API_KEY_ENV}, then $OPENAI_API_KEY.",
+    )
+
+
+def api_key_from_environment(variable: str) -> str:
+    """The key in environment variable `variable`; for the default variable, falls back
+    to $OPENAI_API_KEY (what `seal-graph serve` exports for any OpenAI client)."""
+    key = os.environ.get(variable, "")
+    if not key and variable == API_KEY_ENV:
+        key = os.environ.get("OPENAI_API_KEY", "")
+    return key
 
 
 class RolloutSettings(BaseModel):
@@ -48,13 +74,12 @@ class JudgeSettings(BaseModel):
         default="", description="OpenAI-compatible endpoint of the judge; empty = no judge."
     )
     model: str = Field(default="", description="Model name of the judge.")
-    api_key: str = Field(
-        default_factory=lambda: os.environ.get("SEAL_GRAPH_API_KEY", ""),
-        exclude=True,
-        repr=False,
-        description="API key of the judge endpoint (default: $SEAL_GRAPH_API_KEY; never "
-        "written into a run's files).",
-    )
+    api_key_env: str = api_key_field("the judge's endpoint")
+
+    @property
+    def api_key(self) -> str:
+        """The judge endpoint's key, read from the environment when it is needed."""
+        return api_key_from_environment(self.api_key_env)
 
     @property
     def enabled(self) -> bool:

@@ -6,7 +6,9 @@ canned chat completion — the behaviour under test is the client's, not the mod
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,6 +19,7 @@ from langchain_core.messages import HumanMessage
 
 from seal_graph import ServedChatModel
 from seal_graph.client import is_retryable
+from seal_graph.errors import ServerError
 
 COMPLETION = {
     "id": "x",
@@ -103,9 +106,28 @@ def test_5xx_is_retried_then_succeeds_with_served_tokens(stub: FlakyStub) -> Non
 
 @pytest.mark.parametrize("stub", [(10, 503)], indirect=True)
 async def test_gives_up_after_the_attempt_limit(stub: FlakyStub) -> None:
-    with pytest.raises(openai.APIError):
+    with pytest.raises(ServerError, match=f"the server at {stub.url} did not answer") as failed:
         await make_model(stub.url).ainvoke([HumanMessage("hello")])
+    assert isinstance(failed.value.__cause__, openai.APIError)
     assert len(stub.requests) == 4
+
+
+@pytest.mark.parametrize("stub", [(1, 401)], indirect=True)
+def test_a_refused_key_is_named_with_the_url_and_not_retried(stub: FlakyStub) -> None:
+    with pytest.raises(ServerError, match=f"the server at {stub.url} refused the API key"):
+        make_model(stub.url).invoke([HumanMessage("hello")])
+    assert len(stub.requests) == 1
+
+
+def test_an_unreachable_server_fails_within_the_retry_budget_naming_it() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    model = ServedChatModel(model="m", base_url=url, api_key="k", retry_budget_s=2.0)
+    began = time.monotonic()
+    with pytest.raises(ServerError, match=f"the server at {url} did not answer within"):
+        model.invoke([HumanMessage("hello")])
+    assert time.monotonic() - began <= 2.5  # the budget, not the budget plus a last wait
 
 
 @pytest.mark.parametrize("stub", [(1, 400)], indirect=True)

@@ -183,10 +183,47 @@ async def test_a_store_path_in_the_context_stores_the_episode_with_fake_model(tm
     assert store.count("studio") == 1 and store.runs() == ["studio"]
 
 
-async def test_a_context_without_an_endpoint_names_the_missing_field() -> None:
-    context = RolloutContext(env=register_environment(toy_env()), base_url="", api_key="")
+async def test_a_context_without_an_endpoint_names_the_missing_field(monkeypatch) -> None:
+    context = RolloutContext(env=register_environment(toy_env()), base_url="")
     with pytest.raises(ConfigError, match="no `base_url`"):
         await graph.ainvoke({"task_id": "t0"}, context=context)
-    context = context.model_copy(update={"base_url": "http://127.0.0.1:9/v1"})
-    with pytest.raises(ConfigError, match="no `api_key`"):
+    monkeypatch.delenv("MY_SERVER_KEY", raising=False)
+    context = context.model_copy(
+        update={"base_url": "http://127.0.0.1:9/v1", "api_key_env": "MY_SERVER_KEY"}
+    )
+    with pytest.raises(ConfigError, match=r"\$MY_SERVER_KEY .* is not set"):
         await graph.ainvoke({"task_id": "t0"}, context=context)
+
+
+def test_the_context_names_the_key_and_never_holds_it(monkeypatch) -> None:
+    monkeypatch.setenv("MY_SERVER_KEY", "s3cret")
+    context = RolloutContext(api_key_env="MY_SERVER_KEY")
+    assert context.api_key() == "s3cret"
+    assert "s3cret" not in context.model_dump_json() and "s3cret" not in repr(context)
+    assert "api_key" not in RolloutContext.model_json_schema()["properties"]
+    monkeypatch.delenv("SEAL_GRAPH_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "openai-side")
+    assert RolloutContext().api_key() == "openai-side"  # what `seal-graph serve` exports
+    with pytest.raises(ValueError, match="api_key_env"):
+        RolloutContext(api_key_env="not a variable name")
+
+
+async def test_a_step_by_step_stream_shows_what_the_agent_did_with_fake_model() -> None:
+    context = RolloutContext(
+        env=register_environment(toy_env()),
+        chat_model=scripted(call("add", {"a": 1, "b": 2}), "3", "done"),
+    )
+    updates = [
+        update
+        async for update in graph.astream(
+            {"task_id": "t0"},
+            context=context,
+            stream_mode="updates",
+            output_keys=graph.output_channels,  # what the LangGraph API streams
+        )
+    ]
+    shown = {node: set(values or {}) for update in updates for node, values in update.items()}
+    assert {"messages", "llm_calls"} <= shown["agent"]
+    assert {"messages", "tool_events"} <= shown["tools"]
+    assert {"messages"} <= shown["user_turn"] and {"turns"} <= shown["end_turn"]
+    assert {"episode"} <= shown["verify"]

@@ -96,3 +96,39 @@ def test_plain_openai_client_with_key(server: ModelServer) -> None:
     bad = openai.OpenAI(base_url=server.endpoint.base_url, api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()
+
+
+def test_every_route_but_the_health_checks_needs_the_key(server: ModelServer) -> None:
+    """Walks the running server's own route list: without the key, each answers 401 but
+    the allowed ones; with it, each gets past the check (POSTs carry a malformed body, so
+    the routes that take one refuse it as their own 400 instead of acting)."""
+    from seal_graph.serving.access import ALLOWED
+
+    root = server.endpoint.server_root
+    key = {"Authorization": f"Bearer {server.endpoint.api_key}"}
+    assert httpx.get(f"{root}/openapi.json", timeout=10).status_code == 401
+    spec = httpx.get(f"{root}/openapi.json", headers=key, timeout=10).json()
+    routes = [
+        (method.upper(), path) for path, methods in spec["paths"].items() for method in methods
+    ]
+    routes += [("GET", "/docs"), ("GET", "/redoc"), ("GET", "/seal/policy")]
+    assert {("POST", "/invocations"), ("POST", "/pause"), ("GET", "/metrics")} <= set(routes)
+    open_without_key, refused_with_key = [], []
+    try:
+        with httpx.Client(base_url=root, timeout=60) as http:
+            for method, path in routes:
+                url = path.replace("{response_id}", "x").replace("{adapter_name}", "x")
+                body = b"{" if method == "POST" else None
+                plain = {"Content-Type": "application/json", "Connection": "close"}
+                bare = http.request(method, url, content=body, headers=plain)
+                if (bare.status_code == 401) == (path in ALLOWED):
+                    open_without_key.append((method, path, bare.status_code))
+                keyed = http.request(method, url, content=body, headers={**plain, **key})
+                if keyed.status_code == 401:
+                    refused_with_key.append((method, path))
+    finally:  # the walk's keyed calls to /sleep and /pause must not leave the engine idle
+        httpx.post(f"{root}/wake_up", headers=key, timeout=60)
+        httpx.post(f"{root}/resume", headers=key, timeout=60)
+    assert open_without_key == [] and refused_with_key == []
+    reply = server.chat_model(temperature=0.0, max_tokens=4).invoke([HumanMessage("Hi")])
+    assert reply.content  # the server still answers after the walk

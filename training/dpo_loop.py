@@ -88,7 +88,8 @@ class HardNegativeDPO(Algorithm):
             set_peft_model_state_dict(self.failure.model, weights)
             self.failure.version = version
         endpoint = run.endpoint.model_copy(update={"model": FAILURE_NAME})
-        self.failure_sync = WeightSync(endpoint, "lora", run.sync.check)
+        # the header names the failure agent by its adapter name; the card is the policy's
+        self.failure_sync = WeightSync(endpoint, "lora", run.sync.check, publish=False)
         served = self.swap_failure(run, None)
         if not served["ok"]:
             raise ServerError(f"could not serve the failure agent: {served['error']}")

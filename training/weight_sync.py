@@ -203,11 +203,14 @@ class WeightSync:
         method: Literal["lora", "full"],
         check: ProbeCheck = DEFAULT_CHECK,
         timeout_s: float = 300.0,
+        publish: bool = True,
     ) -> None:
         self.endpoint, self.method, self.check = endpoint, method, check
+        self.publish = publish  # the policy's card; an adapter beside it (failure agent) has none
         self.server = ServerWeights(endpoint, timeout_s)
         self.current: Path | None = None  # what the server serves now
         self.version = "base"
+        self._card = PolicyCard(method=method)
 
     @property
     def tolerance(self) -> float:
@@ -215,17 +218,18 @@ class WeightSync:
 
     @property
     def card(self) -> PolicyCard:
-        """What the server serves, as its clients see it."""
-        weights = str(self.current) if self.current is not None else None
-        return PolicyCard(version=self.version, weights=weights, method=self.method)
+        """What the server serves, as its clients see it (with the time of the swap)."""
+        return self._card
 
     def close(self) -> None:
         self.server.close()
 
     def restore(self) -> None:
         """Load the current weights again (after the server restarted without them)."""
-        if self.current is not None:
+        if self.publish:
             self.server.restore(self.card)
+        elif self.current is not None:
+            self._load(self.current)
 
     def _load(self, weights: Path) -> None:
         self.server.load(self.method, weights)
@@ -283,7 +287,9 @@ class WeightSync:
                 ),
             )
         self.current, self.version = weights, version
-        self.server.publish(self.card)
+        self._card = PolicyCard(version=version, weights=str(weights), method=self.method)
+        if self.publish:
+            self.server.publish(self.card)
         return SwapReport(
             ok=True,
             method=self.method,

@@ -15,8 +15,7 @@ from pydantic import BaseModel, Field
 
 from seal_graph.client import ServedChatModel
 from seal_graph.errors import ConfigError, ServerError
-
-API_KEY_ENV = "SEAL_GRAPH_API_KEY"
+from seal_graph.settings import API_KEY_ENV
 
 
 def normalize_base_url(base_url: str) -> str:

@@ -19,7 +19,9 @@ from typing import Literal
 
 from seal_graph.errors import InstallError
 from seal_graph.paths import home
+from seal_graph.serving.access import MIDDLEWARE as ACCESS_MIDDLEWARE
 from seal_graph.serving.policy_card import MIDDLEWARE as POLICY_CARD_MIDDLEWARE
+from seal_graph.serving.policy_card import SERVED_NAME_ENV
 from seal_graph.serving.settings import ServerSettings
 
 Platform = Literal["cpu", "gpu"]
@@ -110,6 +112,8 @@ def server_command(
         "--disable-log-stats",
         "--middleware",  # the policy card: which weights answer (X-Seal-Policy-Version)
         POLICY_CARD_MIDDLEWARE,
+        "--middleware",  # added last, so outermost: no route but /health answers without the key
+        ACCESS_MIDDLEWARE,
     ]
     if settings.max_model_len:
         cmd += ["--max-model-len", str(settings.max_model_len)]
@@ -135,6 +139,7 @@ def server_environment(
     env.update(
         {
             "VLLM_API_KEY": api_key,
+            SERVED_NAME_ENV: settings.served_model_name,
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
@@ -144,7 +149,8 @@ def server_environment(
     )
     if settings.loopback:
         # In-place weight reload (/collective_rpc, /pause, /resume): vLLM does not put
-        # these dev routes behind the API key, so they exist only on loopback servers.
+        # these dev routes behind the API key (seal-graph's access middleware does), and
+        # they can change what the server answers, so they exist only on loopback servers.
         env["VLLM_SERVER_DEV_MODE"] = "1"
     else:
         env.pop("VLLM_SERVER_DEV_MODE", None)

@@ -3,19 +3,22 @@
 vLLM loads this module into its API server (`--middleware`), so a client of a server
 that is being trained can tell which weights answered it, without asking anyone else:
 
-* every response carries `X-Seal-Policy-Version` (e.g. `base`, `step-6`): the version
-  of the last swap the trainer verified;
+* every response carries `X-Seal-Policy-Version`: the weights that answered it. For the
+  served model name that is the version of the last swap the trainer verified (`base`,
+  `step-6`, ...); a request for another name (a LoRA adapter loaded beside the policy,
+  such as the failure agent) is answered by that adapter, and the header names it;
 * `GET /seal/policy` returns the card: version, the weights' path, the swap method and
-  when it changed. The trainer `POST`s the card after each verified swap, and a
-  supervisor that restarts a dead server reads it to load those weights again.
+  when the weights changed. The trainer `POST`s the card after each verified swap, and a
+  supervisor that restarts a dead server reads it to load those weights again (and posts
+  it back with its original `updated`: a restart does not change the weights).
 
-Both routes need the server's API key. The card lives in the server process: a restart
-begins again at `base` until the weights are restored.
+The card's route, like every other, needs the server's API key: `access.py` guards all
+of them. The card lives in the server process: a restart begins again at `base` until
+the weights are restored.
 """
 
 from __future__ import annotations
 
-import hmac
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +32,8 @@ if TYPE_CHECKING:  # starlette is there inside vLLM's server, not in every clien
 
 ROUTE = "/seal/policy"
 HEADER = "X-Seal-Policy-Version"
+SERVED_NAME_ENV = "SEAL_GRAPH_SERVED_MODEL_NAME"
+"""The policy's served name, set by the launcher; requests for other names go to adapters."""
 
 
 class PolicyCard(BaseModel):
@@ -37,18 +42,33 @@ class PolicyCard(BaseModel):
     version: str = Field(default="base", min_length=1, max_length=200)
     weights: str | None = Field(default=None, description="Path the server loaded them from.")
     method: Literal["lora", "full"] | None = None
-    updated: float = Field(default_factory=time.time)
+    updated: float = Field(
+        default_factory=time.time, description="When the weights changed (epoch seconds)."
+    )
 
 
 _card = PolicyCard()
 
 
-def _authorized(authorization: str | None) -> bool:
-    keys = [k for k in os.environ.get("VLLM_API_KEY", "").split(",") if k]
-    if not keys:
-        return True  # a server without a key serves everyone, and so does its card
-    sent = (authorization or "").removeprefix("Bearer ").strip()
-    return any(hmac.compare_digest(sent, key) for key in keys)
+async def _requested_model(request: Request) -> str | None:
+    """The `model` a JSON request asks for (Starlette replays the read body downstream)."""
+    if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
+        return None
+    try:
+        body = await request.json()
+    except ValueError:
+        return None
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) and model else None
+
+
+def answered_by(requested: str | None, card: PolicyCard) -> str:
+    """What the header says: the card's version for the policy's name (or no name), else
+    the adapter that was asked for."""
+    served = os.environ.get(SERVED_NAME_ENV)
+    if requested is None or served is None or requested == served:
+        return card.version
+    return requested
 
 
 async def policy_card(
@@ -59,16 +79,15 @@ async def policy_card(
 
     global _card
     if request.url.path == ROUTE:
-        if not _authorized(request.headers.get("authorization")):
-            return JSONResponse({"error": "send the server's API key"}, status_code=401)
         if request.method == "POST":
-            try:
-                _card = PolicyCard.model_validate({**await request.json(), "updated": time.time()})
+            try:  # `updated` kept when sent: a restored card's weights did not change
+                _card = PolicyCard.model_validate(await request.json())
             except (ValidationError, ValueError) as exc:
                 return JSONResponse({"error": f"not a policy card: {exc}"}, status_code=422)
         return JSONResponse(_card.model_dump())
+    requested = await _requested_model(request)
     response = await call_next(request)
-    response.headers[HEADER] = _card.version
+    response.headers[HEADER] = answered_by(requested, _card)
     return response
 
 

@@ -7,7 +7,8 @@ verified swaps and by a supervisor restoring a restarted server):
   runtime adapter API (`/v1/load_lora_adapter`, `load_inplace`); the next request uses it.
 * `full`: a full checkpoint is reloaded in place (`/collective_rpc reload_weights`)
   between `/pause?mode=keep` and `/resume`, so in-flight requests are frozen, not failed,
-  and finish on the new weights (loopback servers only: vLLM's dev routes have no key).
+  and finish on the new weights (loopback servers only; like every route of a server
+  seal-graph starts, these need the API key: `seal_graph.serving.access`).
 
 The policy card (`seal_graph.serving.policy_card`) records what was loaded.
 """
@@ -66,10 +67,11 @@ class ServerWeights:
             self.post("/resume")
 
     def publish(self, card: PolicyCard) -> bool:
-        """Tell the server's clients which weights answer now; False where the server has
-        no card (a vLLM that seal-graph did not start)."""
+        """Tell the server's clients which weights answer now (and since when: a restored
+        card keeps its time); False where the server has no card (a vLLM that seal-graph
+        did not start)."""
         try:
-            self.post(ROUTE, json=card.model_dump(exclude={"updated"}))
+            self.post(ROUTE, json=card.model_dump())
         except ServerError as exc:
             if "HTTP 404" in str(exc):
                 return False
@@ -88,8 +90,8 @@ class ServerWeights:
         return PolicyCard.model_validate(response.json())
 
     def restore(self, card: PolicyCard) -> None:
-        """Load a card's weights again and republish it (after a restart lost them)."""
-        if card.weights is None or card.method is None:
-            return  # the base weights: what a restarted server starts with
-        self.load(card.method, Path(card.weights))
+        """Load a card's weights again and republish it (after a restart lost them); the
+        base weights are what a restarted server starts with, so only the card goes back."""
+        if card.weights is not None and card.method is not None:
+            self.load(card.method, Path(card.weights))
         self.publish(card)
