@@ -157,7 +157,7 @@ def train_warm_start(
 
     config = benchmark_config(warm_start=warm_start_settings(steps))
     policy = Policy(ensure_bundled_model(), config.lora)
-    dataset = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
+    dataset, _ = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
     metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
     policy.save_adapter(adapter)
     policy.save_merged(target)

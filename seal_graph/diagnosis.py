@@ -7,6 +7,12 @@ replayed per turn). A failed turn gets the paper's labels in priority order:
 invalid_tool_call > argument_mismatch > state_mismatch > recovery_failure >
 missing_tool_call > response_mismatch. Environments without per-turn evidence get the
 labels the errors support, or `unverified`; an optional LLM judge can label those.
+
+Beside the label, every turn gets the paper's per-turn tag (`paper_tag`): the verifier's
+own where it gives one (BFCL's replayed checks), else computed from what the turn
+expected (`TurnEvidence.expects_calls`, `expects_reply`) and what the agent did. The
+advantage weights (rho) are keyed by these tags, so any environment that says which
+turns need calls gets SEAL's weighting.
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from seal_graph.environment import Task
-from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS
-from seal_graph.records import Episode, LabelStat, ToolEvent, TurnDiagnosis
+from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS, Label
+from seal_graph.records import Episode, LabelStat, ToolEvent, TurnDiagnosis, TurnEvidence
 
 TaskLookup = Callable[[Episode], Task | None]
 """The task an episode ran (for its reference solution), or None when unknown."""
@@ -60,13 +66,43 @@ def _argument_mismatch(events: list[ToolEvent], reference: list[dict[str, Any]])
     )
 
 
+def paper_tag(evidence: TurnEvidence, events: list[ToolEvent]) -> Label | None:
+    """The paper's per-turn tag of a turn (METHOD.md), from its evidence:
+
+    * a turn whose right response calls nothing: `spurious_tool_call` if the agent called
+      anything, else `correct_abstention` (or `response_mismatch` if the verifier still
+      failed it, e.g. a reply the user needed was wrong);
+    * otherwise `pass` on a passed turn; on a failed one `empty_turn_model_response` when
+      calls were needed and none were made, `state_mismatch` when the state differs from
+      the reference's, else `response_mismatch`.
+
+    None where the verifier gave no verdict and no expectation (the turn stays untagged).
+    """
+    if evidence.tag is not None:
+        return evidence.tag
+    verdict = evidence.verdict()
+    if evidence.expects_calls is False:
+        if events:
+            return "spurious_tool_call"
+        return "response_mismatch" if verdict is False else "correct_abstention"
+    if verdict is None:
+        return None
+    if verdict:
+        return "pass"
+    if evidence.expects_calls and not events:
+        return "empty_turn_model_response"
+    if evidence.state_differs():
+        return "state_mismatch"
+    return "response_mismatch"
+
+
 def diagnose_turn(
     episode: Episode, turn: int, reference: list[dict[str, Any]] | None
 ) -> TurnDiagnosis:
     record = episode.turns[turn]
     evidence = record.evidence
     events = [e for e in episode.tool_events if e.turn == turn]
-    tag = evidence.tag
+    tag = paper_tag(evidence, events)
     facts = {
         "events": len(events),
         "errors": sum(looks_like_error(e) for e in events),
@@ -79,6 +115,8 @@ def diagnose_turn(
     if tag in UNTRUSTED_LABELS or tag == "spurious_tool_call":
         return label(tag)
     passed = evidence.verdict()
+    if passed is None and tag == "correct_abstention":
+        passed = True  # no call where none was wanted: the abstention is the verdict
     if passed:
         return label(tag if tag in SUCCESS_LABELS else "pass")
     invalid = [e for e in events if e.error_kind in _INVALID_KINDS]

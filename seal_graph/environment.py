@@ -30,9 +30,28 @@ class Task(BaseModel):
         description="Tools held out until a turn (BFCL miss_func); absent before it.",
     )
     reference: list[list[dict[str, Any]]] | None = Field(
-        default=None, description="Per turn, the reference calls [{'name', 'args'}]."
+        default=None,
+        description="Per turn, the reference calls [{'name', 'args'}]; an empty list is a "
+        "turn whose right response calls nothing (asks for a missing value, says a tool "
+        "is missing).",
     )
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    reference_replies: list[str | None] | None = Field(
+        default=None,
+        description="Per turn, the reference's closing reply to the user: the answer a "
+        "question-style turn is verified by, or what an abstaining turn says. A replayed "
+        "reference (the warm start's expert episodes) ends each turn with it; None or a "
+        "missing entry ends the turn with 'Done.'.",
+    )
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Anything else; `category` groups tasks in evaluation tables.",
+    )
+
+    def reply(self, turn: int) -> str:
+        """The reference's closing reply of a turn ('Done.' when it has none)."""
+        replies = self.reference_replies or []
+        reply = replies[turn] if turn < len(replies) else None
+        return reply if reply is not None else "Done."
 
 
 class EnvSession(ABC):

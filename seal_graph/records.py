@@ -74,6 +74,19 @@ class TurnEvidence(BaseModel):
     expected_state: Any = Field(
         default=None, description="The state the reference solution leaves after the turn."
     )
+    expects_calls: bool | None = Field(
+        default=None,
+        description="Whether the turn's right response calls tools (False: it asks for a "
+        "missing value or says a tool is missing, and calls nothing); None = not said. "
+        "With it, the paper's per-turn tags (`correct_abstention`, `spurious_tool_call`, "
+        "`empty_turn_model_response`) follow for any environment.",
+    )
+    expects_reply: bool | None = Field(
+        default=None,
+        description="Whether the user needs something from the agent's reply (an answer "
+        "the turn is verified by); a failed turn with the right state is then a "
+        "`response_mismatch`. None = not said.",
+    )
 
     def verdict(self) -> bool | None:
         """True / False, or None when the verifier gave no verdict on this turn."""

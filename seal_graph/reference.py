@@ -44,7 +44,7 @@ async def replay_calls(
             ):
                 messages += [AIMessage(content="", tool_calls=[tool_call]), message]
                 turn_events.append(event)
-            messages.append(AIMessage(content="Done."))
+            messages.append(AIMessage(content=task.reply(turn)))
             session.end_turn(turn, turn_events)
             events += turn_events
             turns.append(

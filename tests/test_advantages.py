@@ -140,3 +140,45 @@ def test_report_shows_rho_for_the_labels_the_batches_carried() -> None:
     assert lines[-2:] == ["| 1 | 1.000 | 1.050 |", "| 2 | 1.020 | 1.000 |"]
     unweighted = [iteration(0, {"pass": 1.0}, {})]  # vanilla GRPO records no rho
     assert diagnosis_weight_section(unweighted) == []
+
+
+async def test_a_declared_abstention_turn_gets_rho_by_tag_with_fake_model() -> None:
+    """The environment says turn 0 needs no call; the agent calls anyway in one episode
+    and abstains in the other: the paper's tags, and so its rho (2.0 and 1.8), follow."""
+    from fake_models import call, scripted
+    from langchain_core.tools import StructuredTool
+
+    from seal_graph.diagnosis import diagnose_episode
+    from seal_graph.environment import Task
+    from seal_graph.graphs.rollout import RolloutContext, graph
+    from seal_graph.records import TurnEvidence, Verdict
+    from seal_graph.registry import register_environment
+    from seal_graph.tools.langchain_env import from_langchain_tools
+
+    def lookup(name: str) -> str:
+        """Look a customer up by name."""
+        return f"{name}: id 7"
+
+    def verify(task: Task, state: object, episode: Episode) -> Verdict:
+        called = any(e.turn == 0 for e in episode.tool_events)
+        turn = TurnEvidence(turn=0, passed=not called, expects_calls=False)
+        return Verdict(reward=float(not called), success=not called, turn_evidence=[turn])
+
+    env = from_langchain_tools(
+        "asks-first",
+        tasks=[Task(id="t", turns=["Look up the customer."])],  # whose? it must ask
+        tools=[StructuredTool.from_function(lookup)],
+        verify=verify,
+    )
+    name = register_environment(env)
+    pairs = []
+    for index, replies in enumerate(
+        [(call("lookup", {"name": "Ann"}), "Ann has id 7."), ("Which customer?",)]
+    ):
+        context = RolloutContext(env=name, chat_model=scripted(*replies))
+        result = await graph.ainvoke({"task_id": "t", "episode_id": f"e{index}"}, context=context)
+        rolled = Episode.model_validate(result["episode"])
+        pairs.append((rolled, diagnose_episode(rolled, env.task("t"))))
+    assert [d[0].tag for _, d in pairs] == ["spurious_tool_call", "correct_abstention"]
+    weights = weighted_advantages(pairs, CONFIG).weight
+    assert weights == {"e0": pytest.approx(2.0), "e1": pytest.approx(1.8)}

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from seal_graph.diagnosis import diagnose_episode, label_statistics
+from seal_graph.diagnosis import diagnose_episode, label_statistics, paper_tag
+from seal_graph.records import ToolEvent, TurnEvidence
 from seal_graph.reference import replay_calls
 from seal_graph.registry import get_environment
 from seal_graph.tools.kv_calc import make_env
@@ -100,3 +101,48 @@ def test_label_statistics() -> None:
     assert stats["missing_tool_call"].count == turns
     assert stats["missing_tool_call"].prevalence == 1.0
     assert stats["missing_tool_call"].mean_reward == 0.0
+
+
+def tags_of(env, task, calls) -> list[str | None]:
+    episode, _ = asyncio.run(replay_calls(env, task, calls))
+    return [d.tag for d in diagnose_episode(episode, task)]
+
+
+@pytest.mark.parametrize(
+    ("evidence", "called", "tag"),
+    [
+        ({"expects_calls": False}, False, "correct_abstention"),
+        ({"expects_calls": False, "pass": True}, False, "correct_abstention"),
+        ({"expects_calls": False}, True, "spurious_tool_call"),
+        ({"expects_calls": False, "pass": False}, False, "response_mismatch"),
+        ({"expects_calls": True, "pass": False}, False, "empty_turn_model_response"),
+        ({"expects_calls": True, "pass": True}, True, "pass"),
+        ({"pass": False, "state": {"a": 1}, "expected_state": {"a": 2}}, True, "state_mismatch"),
+        (
+            {"pass": False, "expects_reply": True, "state": {}, "expected_state": {}},
+            True,
+            "response_mismatch",
+        ),
+        ({"tag": "instance_mismatch"}, True, "instance_mismatch"),  # the verifier's own
+        ({}, True, None),  # no verdict, no expectation: untagged
+    ],
+)
+def test_the_papers_tag_follows_from_the_evidence(evidence, called, tag) -> None:
+    event = ToolEvent(
+        turn=0, step=0, call_id="c", name="list_keys", arguments={}, status="ok", output="[]"
+    )
+    assert paper_tag(TurnEvidence.model_validate(evidence), [event] if called else []) == tag
+
+
+def test_kv_calc_turns_get_the_papers_tags() -> None:
+    env = make_env()
+    task = next(t for t in env.tasks("test") if t.metadata["category"] == "miss_param")
+    empty = next(i for i, ref in enumerate(task.reference) if not ref)
+    assert tags_of(env, task, task.reference)[empty] == "correct_abstention"
+    acting = [list(turn) for turn in task.reference]
+    acting[empty] = [task.reference[empty + 1][0]]  # acts before the value was given
+    tags = tags_of(env, task, acting)
+    assert tags[empty] == "spurious_tool_call"
+    silent = [list(turn) for turn in task.reference]
+    silent[empty + 1] = []  # the value came and the agent did nothing
+    assert tags_of(env, task, silent)[empty + 1] == "empty_turn_model_response"

@@ -8,9 +8,18 @@ import asyncio
 import itertools
 import json
 
+from seal_graph.environment import Task
+from seal_graph.records import Episode, Verdict
 from seal_graph.registry import get_environment
+from seal_graph.tools.langchain_env import from_langchain_tools
 from seal_graph.training.settings import WarmStartSettings
-from seal_graph.training.sft import expert_dataset, expert_episode, expert_trajectories
+from seal_graph.training.sft import (
+    FAILING_REFERENCE,
+    NO_REFERENCE,
+    expert_dataset,
+    expert_episode,
+    expert_trajectories,
+)
 
 
 def spans(ids: list[int], mask: list[int]) -> list[list[int]]:
@@ -25,7 +34,7 @@ def spans(ids: list[int], mask: list[int]) -> list[list[int]]:
 def test_an_expert_episode_is_one_sequence_masked_to_the_agents_messages(tokenizer) -> None:
     env = get_environment("kv-calc")
     tasks = env.tasks("train")[:3]
-    trajectories = asyncio.run(expert_trajectories(env, tasks, tokenizer))
+    trajectories = asyncio.run(expert_trajectories(env, tasks, tokenizer)).trajectories
     assert len(trajectories) == 3
     for task, trajectory in zip(tasks, trajectories, strict=True):
         episode = asyncio.run(expert_episode(env, task))
@@ -48,9 +57,54 @@ def test_an_expert_episode_is_one_sequence_masked_to_the_agents_messages(tokeniz
 
 def test_the_warm_start_dataset_is_pretokenized_for_completion_only_loss(tokenizer) -> None:
     env = get_environment("kv-calc")
-    dataset = expert_dataset(env, WarmStartSettings(tasks=2), tokenizer, seed=1)
+    dataset, experts = expert_dataset(env, WarmStartSettings(tasks=2), tokenizer, seed=1)
+    assert experts.dropped == {} and experts.tasks == 2
     assert dataset.column_names == ["input_ids", "completion_mask"]
     for row in dataset:
         assert len(row["input_ids"]) == len(row["completion_mask"]) and 0 < sum(
             row["completion_mask"]
         ) < len(row["input_ids"])
+
+
+def test_a_held_out_tool_splits_the_expert_episode_where_the_prompt_changes(tokenizer) -> None:
+    env = get_environment("kv-calc")
+    task = next(t for t in env.tasks("train") if t.tools_added_at_turn)  # miss_func
+    experts = asyncio.run(expert_trajectories(env, [task], tokenizer))
+    before, after = experts.trajectories  # turns 0-1 without the tool, turn 2 with it
+    held_out = task.tools_added_at_turn[2][0]
+    prompt_before = tokenizer.decode(before.token_ids[: before.prompt_length])
+    assert f'"name": "{held_out}"' not in prompt_before
+    said_before = [tokenizer.decode(s) for s in spans(before.token_ids, before.agent_mask)]
+    assert any(task.reference_replies[1] in span for span in said_before)  # the abstention
+    said_after = [tokenizer.decode(s) for s in spans(after.token_ids, after.agent_mask)]
+    assert any(held_out in span for span in said_after)
+    assert not any(task.reference_replies[1] in span for span in said_after)  # context now
+
+
+def answered(task: Task, state: object, episode: Episode) -> Verdict:
+    """A question-style task: verified by the agent's last reply, as a SQL answer is."""
+    replies = [m["content"] for m in episode.messages if m["role"] == "assistant"]
+    success = bool(replies) and "4" in replies[-1]
+    return Verdict(reward=float(success), success=success)
+
+
+def test_answer_verified_references_warm_start_and_the_dropped_are_named(tokenizer) -> None:
+    question = ["What is 2 + 2?"]
+    env = from_langchain_tools(
+        "answers",
+        tasks=[
+            Task(id="good", turns=question, reference=[[]], reference_replies=["It is 4."]),
+            Task(id="wrong", turns=question, reference=[[]], reference_replies=["It is 5."]),
+            Task(id="no-reply", turns=question, reference=[[]]),  # ends with "Done."
+            Task(id="bare", turns=question),
+        ],
+        tools=[],
+        verify=answered,
+    )
+    experts = asyncio.run(expert_trajectories(env, env.tasks("train"), tokenizer))
+    (taught,) = experts.trajectories
+    said = [tokenizer.decode(s) for s in spans(taught.token_ids, taught.agent_mask)]
+    assert len(said) == 1 and "It is 4." in said[0]
+    assert experts.dropped == {FAILING_REFERENCE: ["wrong", "no-reply"], NO_REFERENCE: ["bare"]}
+    assert experts.summary().startswith("1 of 4 references replayed")
+    assert "dropped 2: the reference fails" in experts.summary()

@@ -4,31 +4,54 @@ Five LangChain tools over a per-rollout key-value store (set, get, list, add, mu
 multi-turn tasks generated from a seed, a reference solution per turn, and a verifier
 that checks the store after every turn against the reference's store. Prompts stay short
 (~500 tokens) so the bundled 135M model can be trained on two CPU cores.
+
+Tasks come in BFCL's four multi-turn categories (`Task.metadata["category"]`), so the
+per-turn tags SEAL weights by (METHOD.md) occur here as they do on BFCL:
+
+* `base`: store a value, combine it with a calculation, maybe copy the result;
+* `miss_param`: a turn leaves out a number the call needs. The right response asks for
+  it and calls nothing; the next turn gives it;
+* `miss_func`: a turn needs a tool that is not offered yet. The right response says so
+  and calls nothing; the tool is offered from a later turn on (BFCL's held-out
+  functions);
+* `long_context`: the store starts with many unrelated keys, so listings are long, and
+  none of them may change.
+
+A turn whose right response is to call nothing (`Task.reference` has no calls there)
+passes only when the agent calls nothing and the store is unchanged. Splits `train`,
+`val` and `test` hold every category, from disjoint seeds and with no two tasks alike
+across splits; `ood` holds four-turn chains of both operations (base-style).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 
 from seal_graph.environment import Task
-from seal_graph.records import Episode, ToolEvent, Verdict
+from seal_graph.records import Episode, ToolEvent, TurnEvidence, Verdict
 from seal_graph.tools.langchain_env import LangChainToolEnv, from_langchain_tools
 
 SYSTEM_PROMPT = (
     "You manage a key-value store of numbers. Use the tools to do exactly what the user "
-    "asks, one step at a time. When the request is done, answer briefly."
+    "asks, one step at a time. If a number you need is missing, or no tool can do it, "
+    "say so and call nothing. When the request is done, answer briefly."
 )
+CATEGORIES = ("base", "miss_param", "miss_func", "long_context")
 _KEYS = ["apples", "pears", "budget", "score", "total", "rent", "miles", "stock"]
+_FILLER = ["bin", "lot", "crate", "shelf", "tray", "box", "rack", "slot"]
+
+Calls = list[dict[str, Any]]
 
 
 class KVState:
     """One rollout's store, plus its snapshot after every turn for the verifier."""
 
-    def __init__(self) -> None:
-        self.store: dict[str, float] = {}
+    def __init__(self, initial: dict[str, float] | None = None) -> None:
+        self.store: dict[str, float] = dict(initial or {})
         self.after_turn: list[dict[str, float]] = []
 
 
@@ -63,46 +86,126 @@ def make_tools(state: KVState) -> list[BaseTool]:
     ]
 
 
-def _task(rng: random.Random, task_id: str) -> Task:
-    """Two or three turns: store values, then combine them with a calculation."""
-    k1, k2, k3 = rng.sample(_KEYS, 3)
-    a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(2, 9)
-    turns = [f"Store {a} under the key '{k1}'."]
-    reference: list[list[dict[str, Any]]] = [
-        [{"name": "set_value", "args": {"key": k1, "value": a}}]
+def _store(key: str, value: float) -> Calls:
+    return [{"name": "set_value", "args": {"key": key, "value": value}}]
+
+
+def _combine(op: str, key: str, value: float, operand: float, target: str) -> Calls:
+    return [
+        {"name": "get_value", "args": {"key": key}},
+        {"name": op, "args": {"a": value, "b": operand}},
+        {"name": "set_value", "args": {"key": target, "value": _apply(op, value, operand)}},
     ]
-    if rng.random() < 0.5:
-        turns.append(f"Add {b} to the value of '{k1}' and store the result under '{k2}'.")
-        reference.append(
-            [
-                {"name": "get_value", "args": {"key": k1}},
-                {"name": "add", "args": {"a": a, "b": b}},
-                {"name": "set_value", "args": {"key": k2, "value": a + b}},
-            ]
-        )
-        result = a + b
-    else:
-        turns.append(f"Multiply the value of '{k1}' by {c} and store the result under '{k2}'.")
-        reference.append(
-            [
-                {"name": "get_value", "args": {"key": k1}},
-                {"name": "multiply", "args": {"a": a, "b": c}},
-                {"name": "set_value", "args": {"key": k2, "value": a * c}},
-            ]
-        )
-        result = a * c
-    if rng.random() < 0.5:
+
+
+def _apply(op: str, a: float, b: float) -> float:
+    return a + b if op == "add" else a * b
+
+
+def _combine_text(op: str, operand: float | None, key: str, target: str) -> str:
+    if op == "add":
+        amount = "a number" if operand is None else f"{operand}"
+        return f"Add {amount} to the value of '{key}' and store the result under '{target}'."
+    factor = "a number" if operand is None else f"{operand}"
+    return f"Multiply the value of '{key}' by {factor} and store the result under '{target}'."
+
+
+class _Draw:
+    """The random choices of one task."""
+
+    def __init__(self, rng: random.Random) -> None:  # draws in the order kv-calc always did
+        self.keys = rng.sample(_KEYS, 3)
+        self.a, self.b, self.c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(2, 9)
+        self.op = "add" if rng.random() < 0.5 else "multiply"
+        self.copy = rng.random() < 0.5
+        self.rng = rng
+
+    @property
+    def operand(self) -> int:
+        return self.b if self.op == "add" else self.c
+
+
+def _base(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
+    """Store, combine, maybe copy: today's two- and three-turn tasks."""
+    k1, k2, k3 = draw.keys
+    turns = [f"Store {draw.a} under the key '{k1}'.", _combine_text(draw.op, draw.operand, k1, k2)]
+    reference = [_store(k1, draw.a), _combine(draw.op, k1, draw.a, draw.operand, k2)]
+    if draw.copy:
         turns.append(f"Store the value of '{k2}' under '{k3}' as well.")
-        reference.append(
-            [
-                {"name": "get_value", "args": {"key": k2}},
-                {"name": "set_value", "args": {"key": k3, "value": result}},
-            ]
-        )
-    return Task(id=task_id, turns=turns, system_prompt=SYSTEM_PROMPT, reference=reference)
+        result = _apply(draw.op, draw.a, draw.operand)
+        reference.append([{"name": "get_value", "args": {"key": k2}}, *_store(k3, result)])
+    return turns, reference, [None] * len(turns)
 
 
-def _chain_task(rng: random.Random, task_id: str) -> Task:
+def _miss_param(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
+    """A number left out of one turn: ask, then act when the next turn gives it."""
+    k1, k2, _ = draw.keys
+    if draw.rng.random() < 0.5:  # the value to store is missing
+        turns = [
+            f"Store a number under the key '{k1}'.",
+            f"Use {draw.a}.",
+            _combine_text(draw.op, draw.operand, k1, k2),
+        ]
+        reference = [[], _store(k1, draw.a), _combine(draw.op, k1, draw.a, draw.operand, k2)]
+        replies = [f"Which number should I store under '{k1}'?", None, None]
+    else:  # the operand is missing
+        turns = [
+            f"Store {draw.a} under the key '{k1}'.",
+            _combine_text(draw.op, None, k1, k2),
+            f"Use {draw.operand}.",
+        ]
+        reference = [_store(k1, draw.a), [], _combine(draw.op, k1, draw.a, draw.operand, k2)]
+        verb = "add" if draw.op == "add" else "multiply by"
+        replies = [None, f"Which number should I {verb}?", None]
+    return turns, reference, replies
+
+
+def _miss_func(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None], dict]:
+    """The turn's operation has no tool yet: say so; the tool arrives a turn later."""
+    k1, k2, _ = draw.keys
+    combine = _combine_text(draw.op, draw.operand, k1, k2)
+    turns = [
+        f"Store {draw.a} under the key '{k1}'.",
+        combine,
+        f"You can {draw.op} now. {combine}",
+    ]
+    reference = [_store(k1, draw.a), [], _combine(draw.op, k1, draw.a, draw.operand, k2)]
+    replies = [None, f"I cannot {draw.op}: no tool for it is available.", None]
+    return turns, reference, replies, {2: [draw.op]}
+
+
+def _filler(rng: random.Random, count: int) -> dict[str, float]:
+    names = [f"{rng.choice(_FILLER)}_{n:02d}" for n in rng.sample(range(100), count)]
+    return {name: float(rng.randint(1, 99)) for name in names}
+
+
+def _task(rng: random.Random, category: str, task_id: str) -> Task:
+    draw = _Draw(rng)
+    held_out: dict[int, list[str]] = {}
+    initial: dict[str, float] = {}
+    if category == "miss_param":
+        turns, reference, replies = _miss_param(draw)
+    elif category == "miss_func":
+        turns, reference, replies, held_out = _miss_func(draw)
+    else:
+        turns, reference, replies = _base(draw)
+        if category == "long_context":
+            initial = _filler(rng, rng.randint(20, 30))
+    metadata: dict[str, Any] = {"category": category}
+    if initial:
+        metadata["initial_store"] = initial
+    return Task(
+        id=task_id,
+        turns=turns,
+        system_prompt=SYSTEM_PROMPT,
+        reference=reference,
+        reference_replies=replies,
+        tools_added_at_turn=held_out,
+        metadata=metadata,
+    )
+
+
+def _chain_task(rng: random.Random, category: str, task_id: str) -> Task:
     """Out of distribution: four turns chaining both operations (training tasks use one)."""
     k1, k2, k3, k4 = rng.sample(_KEYS, 4)
     a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(2, 9)
@@ -113,34 +216,55 @@ def _chain_task(rng: random.Random, task_id: str) -> Task:
         f"Store the value of '{k3}' under '{k4}' as well.",
     ]
     reference = [
-        [{"name": "set_value", "args": {"key": k1, "value": a}}],
-        [
-            {"name": "get_value", "args": {"key": k1}},
-            {"name": "add", "args": {"a": a, "b": b}},
-            {"name": "set_value", "args": {"key": k2, "value": a + b}},
-        ],
-        [
-            {"name": "get_value", "args": {"key": k2}},
-            {"name": "multiply", "args": {"a": a + b, "b": c}},
-            {"name": "set_value", "args": {"key": k3, "value": (a + b) * c}},
-        ],
-        [
-            {"name": "get_value", "args": {"key": k3}},
-            {"name": "set_value", "args": {"key": k4, "value": (a + b) * c}},
-        ],
+        _store(k1, a),
+        _combine("add", k1, a, b, k2),
+        _combine("multiply", k2, a + b, c, k3),
+        [{"name": "get_value", "args": {"key": k3}}, *_store(k4, (a + b) * c)],
     ]
-    return Task(id=task_id, turns=turns, system_prompt=SYSTEM_PROMPT, reference=reference)
+    return Task(
+        id=task_id,
+        turns=turns,
+        system_prompt=SYSTEM_PROMPT,
+        reference=reference,
+        metadata={"category": "ood"},
+    )
 
 
-def generate_tasks(count: int, seed: int, prefix: str, chained: bool = False) -> list[Task]:
-    rng = random.Random(seed)
-    make = _chain_task if chained else _task
-    return [make(rng, f"{prefix}_{index}") for index in range(count)]
+SPLIT_SEEDS = {"train": 0, "test": 1, "ood": 2, "val": 3}
+"""One seed per split (`base` train and test are the tasks kv-calc always had)."""
+
+
+def _task_id(split: str, category: str, index: int) -> str:
+    return (
+        f"kv_{split}_{index}" if category in ("base", "ood") else f"kv_{category}_{split}_{index}"
+    )
+
+
+def generate_split(
+    split: str, count: int, categories: tuple[str, ...], seen: set[tuple[str, ...]]
+) -> list[Task]:
+    """`count` tasks of each category for a split; a task whose turns are already in
+    `seen` (another split's) is drawn again, so splits never share a task."""
+    make: Callable[[random.Random, str, str], Task] = _chain_task if split == "ood" else _task
+    tasks = []
+    for offset, category in enumerate(categories):
+        seed = SPLIT_SEEDS[split]
+        rng = random.Random(seed if category in ("base", "ood") else 1000 * seed + offset)
+        made = 0
+        while made < count:
+            task = make(rng, category, _task_id(split, category, made))
+            key = (*task.turns, str(task.metadata.get("initial_store", "")))
+            if key in seen:
+                continue
+            seen.add(key)
+            tasks.append(task)
+            made += 1
+    return tasks
 
 
 def reference_states(task: Task) -> list[dict[str, float]]:
     """The store after each turn when the reference solution runs."""
-    store: dict[str, float] = {}
+    store: dict[str, float] = dict(task.metadata.get("initial_store", {}))
     states = []
     for calls in task.reference or []:
         for call in calls:
@@ -155,28 +279,40 @@ def _snapshot(task: Task, state: KVState, turn: int, events: list[ToolEvent]) ->
 
 
 def verify(task: Task, state: KVState, episode: Episode) -> Verdict:
-    """Success iff the store matches the reference's store after every turn."""
+    """Success iff the store matches the reference's store after every turn, and every
+    turn whose right response is no call (an abstention turn) made none."""
     evidence = []
     for turn, expected in enumerate(reference_states(task)):
         actual = state.after_turn[turn] if turn < len(state.after_turn) else None
+        expects_calls = bool(task.reference[turn])
+        called = any(event.turn == turn for event in episode.tool_events)
+        passed = actual == expected and (expects_calls or not called)
         evidence.append(
-            {"turn": turn, "pass": actual == expected, "expected_state": expected, "state": actual}
+            TurnEvidence(
+                turn=turn,
+                passed=passed,
+                expects_calls=expects_calls,
+                expected_state=expected,
+                state=actual,
+            )
         )
-    success = bool(evidence) and all(item["pass"] for item in evidence)
+    success = bool(evidence) and all(item.passed for item in evidence)
     return Verdict(reward=float(success), success=success, turn_evidence=evidence)
 
 
-def make_env(train: int = 64, test: int = 64, ood: int = 64) -> LangChainToolEnv:
-    """The `kv-calc` environment: train and test tasks from different seeds, and an
-    out-of-distribution split of longer chains combining both operations."""
+def make_env(per_category: int = 64, ood: int = 64) -> LangChainToolEnv:
+    """The `kv-calc` environment: `train`, `val` and `test` with `per_category` tasks of
+    each of BFCL's four categories (disjoint), and `ood` chains of both operations."""
+    seen: set[tuple[str, ...]] = set()
+    tasks = {
+        split: generate_split(split, per_category, CATEGORIES, seen)
+        for split in ("train", "test", "val")
+    }
+    tasks["ood"] = generate_split("ood", ood, ("ood",), seen)
     return from_langchain_tools(
         "kv-calc",
-        tasks={
-            "train": generate_tasks(train, seed=0, prefix="kv_train"),
-            "test": generate_tasks(test, seed=1, prefix="kv_test"),
-            "ood": generate_tasks(ood, seed=2, prefix="kv_ood", chained=True),
-        },
-        make_state=lambda task: KVState(),
+        tasks={split: tasks[split] for split in ("train", "val", "test", "ood")},
+        make_state=lambda task: KVState(task.metadata.get("initial_store")),
         tools=make_tools,
         verify=verify,
         on_turn_end=_snapshot,

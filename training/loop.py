@@ -205,7 +205,8 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
     settings = run.config.warm_start
     began = time.perf_counter()
     env = registry.get_environment(run.config.env)
-    dataset = expert_dataset(env, settings, run.policy.tokenizer, seed=run.config.seed)
+    dataset, experts = expert_dataset(env, settings, run.policy.tokenizer, seed=run.config.seed)
+    console.print(f"[bold]warm start[/]: {experts.summary()}")
     if len(dataset) == 0:
         console.print(f"warm start skipped: {env.name} has no reference solutions to learn from")
         return {"skipped": True, "seconds": time.perf_counter() - began}
@@ -217,6 +218,7 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
     swapped = swap(run, run.policy.version, probe=None)
     return {
         "episodes": int(metrics["episodes"]),
+        "dropped_references": {reason: len(ids) for reason, ids in experts.dropped.items()},
         "trained_tokens": int(metrics["trained_tokens"]),
         "tokens_per_second": metrics["tokens_per_second"],
         "loss": metrics.get("train_loss"),

@@ -2,7 +2,10 @@
 
 For environments with reference solutions, the reference calls are executed in the
 environment through the same message format the agent sees (tool schemas, tool-call
-messages, tool results), one agent step per call and a short closing answer per turn.
+messages, tool results), one agent step per call and the reference's closing reply per
+turn (`Task.reference_replies`: an answer, or what an abstaining turn says; else
+"Done."). A task whose reference is missing or fails its own verifier is dropped, and
+the warm start says how many were and why.
 Each replayed episode is one training sequence (`rendered_trajectory`): the loss falls
 on the assistant messages only, and the shared system prompt and history are forwarded
 once per episode instead of once per agent step. Micro-batches group episodes of
@@ -24,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from datasets import Dataset
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field
 from trl import SFTConfig, SFTTrainer
 
 from seal_graph.environment import Environment, Task
@@ -34,37 +38,90 @@ from seal_graph.training.settings import WarmStartSettings
 from seal_graph.training.trajectories import TokenTrajectory, rendered_trajectory
 
 
-def task_tools(env: Environment, task: Task) -> list[dict[str, Any]]:
-    """The task's tools as the base interface offers them (all turns' tools)."""
+def turn_tools(env: Environment, task: Task) -> list[list[dict[str, Any]]]:
+    """The tools the base interface offers at each turn of the task (a held-out tool
+    appears from its turn on)."""
     session = env.open(task)
     try:
-        return [convert_to_openai_tool(t) for t in session.tools(len(task.turns) - 1)]
+        return [
+            [convert_to_openai_tool(t) for t in session.tools(turn)]
+            for turn in range(len(task.turns))
+        ]
     finally:
         session.close()
 
 
+def task_tools(env: Environment, task: Task) -> list[dict[str, Any]]:
+    """The task's tools as the base interface offers them at its last turn (all of them)."""
+    return turn_tools(env, task)[-1]
+
+
+NO_REFERENCE = "no reference solution"
+FAILING_REFERENCE = "the reference fails the task's own verifier"
+
+
+async def replayed_reference(env: Environment, task: Task) -> tuple[Episode | None, str | None]:
+    """The task's reference solution replayed, or None and why it cannot teach."""
+    if task.reference is None:
+        return None, NO_REFERENCE
+    episode, verdict = await replay_calls(env, task, task.reference, run_id="expert")
+    return (episode, None) if verdict.success else (None, FAILING_REFERENCE)
+
+
 async def expert_episode(env: Environment, task: Task) -> Episode | None:
     """The task's reference solution replayed; None without one or if it fails."""
-    if task.reference is None:
-        return None
-    episode, verdict = await replay_calls(env, task, task.reference, run_id="expert")
-    return episode if verdict.success else None  # a failing reference teaches nothing
+    return (await replayed_reference(env, task))[0]
 
 
-async def expert_trajectories(
-    env: Environment, tasks: list[Task], tokenizer: Any
+def expert_sequences(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[list[dict[str, Any]]]
 ) -> list[TokenTrajectory]:
-    """Each task's replayed reference solution as one agent-masked token sequence."""
-    trajectories = []
-    for task in tasks:
-        episode = await expert_episode(env, task)
-        if episode is None:
+    """An expert episode as training sequences: one while the offered tools stay the
+    same, so every agent message is trained in the prompt the agent sees at its turn
+    (a held-out tool changes the prompt from its turn on). A sequence holds the whole
+    history before it as context and trains only its own turns' agent messages."""
+    user_at = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    sequences, start = [], 0
+    for turn in range(len(user_at)):
+        last = turn == len(user_at) - 1
+        if not last and tools[turn + 1] == tools[turn]:
             continue
-        first = next(i for i, m in enumerate(episode.messages) if m["role"] == "assistant")
-        trajectories.append(
-            rendered_trajectory(tokenizer, episode.messages, task_tools(env, task), first)
-        )
-    return trajectories
+        end = len(messages) if last else user_at[turn + 1]
+        first = next(i for i in range(user_at[start], end) if messages[i]["role"] == "assistant")
+        sequences.append(rendered_trajectory(tokenizer, messages[:end], tools[turn], first))
+        start = turn + 1
+    return sequences
+
+
+class ExpertSet(BaseModel):
+    """The warm start's expert sequences, and the tasks that gave none (and why)."""
+
+    tasks: int = Field(description="Tasks whose references were replayed.")
+    trajectories: list[TokenTrajectory] = Field(default_factory=list)
+    dropped: dict[str, list[str]] = Field(
+        default_factory=dict, description="Reason -> ids of the tasks dropped for it."
+    )
+
+    def summary(self) -> str:
+        """One line: how many tasks taught, how many were dropped and why."""
+        kept = self.tasks - sum(len(ids) for ids in self.dropped.values())
+        line = f"{kept} of {self.tasks} references replayed ({len(self.trajectories)} sequences)"
+        for reason, ids in self.dropped.items():
+            shown = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+            line += f"; dropped {len(ids)}: {reason} ({shown})"
+        return line
+
+
+async def expert_trajectories(env: Environment, tasks: list[Task], tokenizer: Any) -> ExpertSet:
+    """Each task's replayed reference solution as agent-masked token sequences."""
+    experts = ExpertSet(tasks=len(tasks))
+    for task in tasks:
+        episode, reason = await replayed_reference(env, task)
+        if episode is None:
+            experts.dropped.setdefault(reason or "?", []).append(task.id)
+            continue
+        experts.trajectories += expert_sequences(tokenizer, episode.messages, turn_tools(env, task))
+    return experts
 
 
 class EpisodeSFTTrainer(SFTTrainer):
@@ -117,16 +174,18 @@ class EpisodeSFTTrainer(SFTTrainer):
 
 def expert_dataset(
     env: Environment, settings: WarmStartSettings, tokenizer: Any, seed: int = 0
-) -> Dataset:
+) -> tuple[Dataset, ExpertSet]:
     """The warm start's rows: `input_ids` of a whole expert episode and `completion_mask`
-    on its assistant tokens (TRL's pre-tokenized format with `completion_only_loss`)."""
+    on its assistant tokens (TRL's pre-tokenized format with `completion_only_loss`),
+    and the expert set they came from (what was dropped and why)."""
     tasks = env.tasks(settings.split)
     if settings.tasks:
         tasks = random.Random(seed).sample(tasks, min(settings.tasks, len(tasks)))
-    trajectories = asyncio.run(expert_trajectories(env, tasks, tokenizer))
-    return Dataset.from_list(
-        [{"input_ids": t.token_ids, "completion_mask": t.agent_mask} for t in trajectories]
-    )
+    experts = asyncio.run(expert_trajectories(env, tasks, tokenizer))
+    rows = [
+        {"input_ids": t.token_ids, "completion_mask": t.agent_mask} for t in experts.trajectories
+    ]
+    return Dataset.from_list(rows), experts
 
 
 def warm_start(
