@@ -143,19 +143,24 @@ async def rollouts(
 
 
 def train_warm_start(
-    target: Path, work: Path, steps: int | None = None, adapter: Path = ADAPTER
+    target: Path,
+    work: Path,
+    steps: int | None = None,
+    adapter: Path = ADAPTER,
+    config: Any = None,
 ) -> dict[str, Any]:
-    """SFT of the bundled model on kv-calc's expert episodes (the `cpu` preset's warm
-    start, or `steps` of it), merged into `target`; the adapter is kept in the repository
-    (`ADAPTER`, ~20 MB): SFT on CPU is not bitwise reproducible, so a later session (a
-    fresh checkout has no runs/) rebuilds the very checkpoint the finished runs started
-    from by merging it again."""
+    """SFT of the bundled model on kv-calc's expert episodes (the benchmark's pinned warm
+    start, `config`'s, or `steps` of it), merged into `target`; the adapter is kept in the
+    repository (`ADAPTER`, ~20 MB): SFT on CPU is not bitwise reproducible, so a later
+    session (a fresh checkout has no runs/) rebuilds the very checkpoint the finished runs
+    started from by merging it again."""
     from seal_graph.bundled_model import ensure_bundled_model
     from seal_graph.training.policy import Policy
     from seal_graph.training.sft import expert_dataset
     from seal_graph.training.sft import warm_start as sft
 
-    config = benchmark_config(warm_start=warm_start_settings(steps))
+    if config is None:
+        config = benchmark_config(warm_start=warm_start_settings(steps))
     policy = Policy(ensure_bundled_model(), config.lora)
     dataset, _ = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
     metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)

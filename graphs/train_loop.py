@@ -163,7 +163,12 @@ def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any
         f"success now {after['success']:.0%}"
     )
     return {
-        "warm_start": {**metrics, **extra, "eval_success": after["success"]},
+        "warm_start": {
+            **metrics,
+            **extra,
+            "eval_success": after["success"],
+            "eval_per_task": after["per_task"],  # the final evaluation pairs with it
+        },
         "policy_version": run.policy.version,
         "served_version": served,
         "algorithm": {**state["algorithm"], **updates},

@@ -173,6 +173,10 @@ def eval_command(
     port: PortOpt = 0,
     concurrency: Annotated[int, typer.Option(help="Rollouts in flight.")] = 8,
     max_tokens: Annotated[int, typer.Option(help="Completion tokens per agent step.")] = 256,
+    samples: Annotated[
+        int, typer.Option(help="Also sample N episodes per task (a second table row).")
+    ] = 0,
+    temperature: Annotated[float, typer.Option(help="Temperature of the samples.")] = 0.7,
     out: Annotated[Path | None, typer.Option(help="Results directory.")] = None,
     bfcl_model_name: Annotated[
         str,
@@ -183,7 +187,8 @@ def eval_command(
         ),
     ] = BFCL_MODEL_NAME,
 ) -> None:
-    """Evaluate a model on an environment split (temperature 0, base interface)."""
+    """Evaluate a model on an environment split (temperature 0, base interface): success
+    per category with 95% intervals, and sampled success with --samples."""
     import asyncio
 
     from seal_graph.evaluation import evaluate, render_table
@@ -194,6 +199,8 @@ def eval_command(
             raise ConfigError(f"--limit must be at least 1 (got {limit})")
         if concurrency < 1:
             raise ConfigError(f"--concurrency must be at least 1 (got {concurrency})")
+        if samples < 0 or temperature < 0:
+            raise ConfigError("--samples and --temperature cannot be negative")
         wanted = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
         out_dir = out or Path("runs") / f"eval-{env}-{split}-{time.strftime('%Y%m%d-%H%M%S')}"
         registry.get_environment(env)  # fail fast on a bad name, before starting a server
@@ -207,8 +214,11 @@ def eval_command(
                     out_dir=out_dir,
                     categories=wanted,
                     limit=limit,
-                    settings=RolloutSettings(concurrency=concurrency, max_tokens=max_tokens),
+                    settings=RolloutSettings(
+                        concurrency=concurrency, max_tokens=max_tokens, temperature=temperature
+                    ),
                     bfcl_model_name=bfcl_model_name,
+                    samples=samples,
                 )
             )
         finally:

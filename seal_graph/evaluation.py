@@ -11,7 +11,7 @@ from itertools import chain, zip_longest
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.table import Table
 
 from seal_graph import registry
@@ -30,9 +30,19 @@ class EvalSummary(BaseModel):
     env: str
     split: str
     model: str
-    per_category: dict[str, dict[str, float]]
+    per_category: dict[str, dict[str, Any]] = Field(
+        description="Greedy: per category, successes, tasks, accuracy (%) and its 95% "
+        "interval over tasks (`ci`, %)."
+    )
     overall: float
     overall_ci: tuple[float, float] | None = None
+    sampled: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="With samples: the same table for sampled episodes (a task's success "
+        "is the share of its samples that succeed), `all` included.",
+    )
+    samples: int = Field(default=0, description="Sampled episodes per task (0 = none).")
+    temperature: float | None = Field(default=None, description="Temperature of the samples.")
     episodes: int
     wall_seconds: float
     rollouts_per_second: float
@@ -60,17 +70,23 @@ def select_tasks(
 
 def summarize(
     episodes: list[Episode], tasks: list[Task]
-) -> tuple[dict[str, dict[str, float]], float]:
+) -> tuple[dict[str, dict[str, Any]], float]:
+    """Per category: successes, tasks, accuracy (%) and its interval over tasks (a task's
+    episodes averaged first); and the overall accuracy."""
     categories = {t.id: category(t) for t in tasks}
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_category: dict[str, list[Episode]] = defaultdict(list)
     for episode in episodes:
-        totals[categories[episode.task_id]][0] += int(episode.success)
-        totals[categories[episode.task_id]][1] += 1
-    table = {
-        name: {"success": wins, "tasks": count, "accuracy": 100.0 * wins / count}
-        for name, (wins, count) in sorted(totals.items())
-    }
-    overall = 100.0 * sum(e.success for e in episodes) / len(episodes) if episodes else 0.0
+        by_category[categories[episode.task_id]].append(episode)
+    table = {}
+    for name, members in sorted(by_category.items()):
+        result = outcomes(members)
+        table[name] = {
+            "success": sum(result["per_task"].values()),
+            "tasks": len(result["per_task"]),
+            "accuracy": 100.0 * result["success"],
+            "ci": [100.0 * v for v in result["ci"]],
+        }
+    overall = 100.0 * outcomes(episodes)["success"] if episodes else 0.0
     return table, overall
 
 
@@ -90,23 +106,39 @@ def outcomes(episodes: list[Episode]) -> dict[str, Any]:
     }
 
 
+def _cell(accuracy: float, ci: Any, detail: str = "") -> str:
+    interval = f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""
+    return f"{accuracy:.2f}%{interval}{detail}"
+
+
 def render_table(summary: EvalSummary) -> Table:
-    """Overall accuracy first, then one column per category the environment's tasks
-    declare (`Task.metadata["category"]`; BFCL's are its multi-turn categories)."""
+    """BFCL's table: overall accuracy first, then one column per category the
+    environment's tasks declare (`Task.metadata["category"]`), each with its 95% interval
+    over tasks; a row for greedy decoding and, with samples, one for sampled episodes."""
     table = Table(title=f"{summary.env} / {summary.split} — {summary.model}")
+    table.add_column("")
     table.add_column("Overall Acc [95% interval]", justify="right")
     prefix = "Multi Turn " if summary.env.startswith("bfcl") else ""
     for name in summary.per_category:
         table.add_column(f"{prefix}{name.replace('_', ' ').title()}", justify="right")
-    interval = summary.overall_ci
     table.add_row(
-        f"{summary.overall:.2f}%"
-        + (f" [{interval[0]:.1f}, {interval[1]:.1f}]" if interval else ""),
+        "greedy",
+        _cell(summary.overall, summary.overall_ci),
         *(
-            f"{c['accuracy']:.2f}% ({c['success']:.0f}/{c['tasks']:.0f})"
+            _cell(c["accuracy"], c.get("ci"), f" ({c['success']:.0f}/{c['tasks']:.0f})")
             for c in summary.per_category.values()
         ),
     )
+    if summary.sampled:
+        overall = summary.sampled["all"]
+        table.add_row(
+            f"sampled ({summary.samples} at T={summary.temperature:g})",
+            _cell(overall["accuracy"], overall["ci"]),
+            *(
+                _cell(summary.sampled[name]["accuracy"], summary.sampled[name]["ci"])
+                for name in summary.per_category
+            ),
+        )
     return table
 
 
@@ -120,9 +152,11 @@ async def evaluate(
     limit: int | None = None,
     settings: RolloutSettings | None = None,
     bfcl_model_name: str | None = None,
+    samples: int = 0,
 ) -> EvalSummary:
     """Greedy rollouts of a split on the base interface (`settings` give the token and
-    step limits and the concurrency; temperature 0 and one episode per task always).
+    step limits and the concurrency; temperature 0 and one episode per task always),
+    and with `samples` > 0 that many episodes per task at `settings.temperature`.
     BFCL runs are also written as `bfcl evaluate` result files under `bfcl_model_name`
     (a model name BFCL has registered; see `seal_graph.tools.bfcl.export`)."""
     env = registry.resolve_environment(env_name)  # a name, or an object from Python
@@ -141,6 +175,27 @@ async def evaluate(
         keep_episodes=False,  # read back from the store below
     )
     episodes = store.episodes(run_id)  # includes episodes of an earlier, interrupted run
+    sampled = None
+    if samples:
+        sampling = (settings or RolloutSettings()).model_copy(update={"group_size": samples})
+        sampled_report = await run_rollouts(
+            env,
+            endpoint,
+            [t.id for t in tasks],
+            store=store,
+            run_id=f"{run_id}-sampled",
+            settings=sampling,
+            mode="eval",
+            keep_episodes=False,
+        )
+        report.wall_seconds += sampled_report.wall_seconds
+        sampled_episodes = store.episodes(f"{run_id}-sampled")
+        sampled, sampled_overall = summarize(sampled_episodes, tasks)
+        whole = outcomes(sampled_episodes)
+        sampled["all"] = {
+            "accuracy": sampled_overall,
+            "ci": [100.0 * v for v in whole["ci"]] if whole["ci"] else None,
+        }
     store.close()
     per_category, overall = summarize(episodes, tasks)
     busy = report.busy_seconds
@@ -151,6 +206,9 @@ async def evaluate(
         per_category=per_category,
         overall=overall,
         overall_ci=tuple(100 * v for v in ci) if (ci := outcomes(episodes)["ci"]) else None,
+        sampled=sampled,
+        samples=samples,
+        temperature=(settings or RolloutSettings()).temperature if samples else None,
         episodes=len(episodes),
         wall_seconds=report.wall_seconds,
         rollouts_per_second=len(report.finished) / max(report.wall_seconds, 1e-9),

@@ -120,25 +120,30 @@ def test_dynamic_rho_moves_by_ema_towards_its_target() -> None:
     assert again["pass"] == 1.0  # untouched keys keep their value
 
 
-def test_report_shows_rho_for_the_labels_the_batches_carried() -> None:
-    def iteration(i: int, labels: dict[str, float], rho: dict[str, float]) -> IterationMetrics:
+def test_report_shows_rho_for_the_tags_the_batches_carried() -> None:
+    def iteration(
+        i: int, tags: dict[str, int], rho: dict[str, float], moved: float = 0.0
+    ) -> IterationMetrics:
         return IterationMetrics(
             iteration=i,
             policy_version=i + 1,
             interface_version=1,
-            diagnose=DiagnoseMetrics(label_prevalence=labels),
-            train=TrainMetrics(rho=rho),
+            diagnose=DiagnoseMetrics(tag_counts=tags),
+            train=TrainMetrics(rho=rho, reweighted_share=moved),
         )
 
     table = {"spurious_tool_call": 2.0, "pass": 1.0}
     history = [
-        iteration(0, {"pass": 0.8, "argument_mismatch": 0.2}, {**table, "pass": 1.05}),
-        iteration(1, {"pass": 0.9, "gt_error": 0.1}, {**table, "argument_mismatch": 1.02}),
+        iteration(0, {"pass": 8, "spurious_tool_call": 2}, {**table, "pass": 1.05}, 0.25),
+        iteration(1, {"pass": 9, "state_mismatch": 1}, {**table, "state_mismatch": 1.02}),
     ]
     lines = diagnosis_weight_section(history)
-    assert "| it | argument_mismatch | pass |" in lines  # seen labels only, no untrusted
-    assert lines[-2:] == ["| 1 | 1.000 | 1.050 |", "| 2 | 1.020 | 1.000 |"]
-    unweighted = [iteration(0, {"pass": 1.0}, {})]  # vanilla GRPO records no rho
+    assert "| it | pass | spurious_tool_call | state_mismatch | abstention tags |" in lines[5]
+    assert lines[-2:] == [
+        "| 1 | 1.050 | 2.000 | 1.000 | 20% | 25% |",
+        "| 2 | 1.000 | 2.000 | 1.020 | 0% | 0% |",
+    ]
+    unweighted = [iteration(0, {"pass": 1}, {})]  # vanilla GRPO records no rho
     assert diagnosis_weight_section(unweighted) == []
 
 

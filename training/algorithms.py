@@ -141,6 +141,9 @@ class GRPO(Algorithm):
                 "zero_signal_groups": weighted.zero_signal_groups,
                 "mean_abs_advantage": mean(abs(a) for a in weighted.advantage.values()),
                 "mean_weight": mean(weighted.weight.values()),
+                "reweighted_share": mean(abs(w - 1.0) >= 0.2 for w in weighted.weight.values())
+                if mode == "trajectory"
+                else 0.0,
                 "weighting": mode,
                 "rho": weighted.rho if mode != "none" else {},
                 "episodes_split_into_calls": split,

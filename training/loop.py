@@ -24,6 +24,7 @@ from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
+from seal_graph.training.advantages import key_statistics
 from seal_graph.training.resources import LoopRun, console
 from seal_graph.training.sft import expert_dataset
 from seal_graph.training.sft import warm_start as sft_warm_start
@@ -105,6 +106,7 @@ def diagnose(run: LoopRun, iteration: int) -> dict[str, Any]:
     return {
         "label_prevalence": {k: s.prevalence for k, s in stats.items()},
         "label_counts": {k: s.count for k, s in stats.items()},
+        "tag_counts": {k: s.count for k, s in key_statistics(pairs).items()},
         "seconds": time.perf_counter() - began,
     }
 

@@ -50,6 +50,11 @@ class RolloutMetrics(_Stage):
 class DiagnoseMetrics(_Stage):
     label_prevalence: dict[str, float] = Field(default_factory=dict)
     label_counts: dict[str, int] = Field(default_factory=dict)
+    tag_counts: dict[str, int] = Field(
+        default_factory=dict,
+        description="Turns per weighting key (the paper's per-turn tag, else the label): "
+        "what rho acts on.",
+    )
 
 
 class EvolveMetrics(_Stage):
@@ -90,6 +95,11 @@ class TrainMetrics(_Stage):
     zero_signal_groups: int = 0
     mean_abs_advantage: float = 0.0
     mean_weight: float = 1.0
+    reweighted_share: float = Field(
+        default=0.0,
+        description="Share of trajectories whose diagnosis weight differs from 1 by 0.2 "
+        "or more (trajectory weighting): how much SEAL's reweighting acted.",
+    )
     weighting: str | None = None
     rho: dict[str, float] = Field(
         default_factory=dict,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,15 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display on a server
 import matplotlib.pyplot as plt
 
+from seal_graph import registry
 from seal_graph.interface import InterfaceVersion
-from seal_graph.labels import UNTRUSTED_LABELS
-from seal_graph.training.metrics import DPORound, IterationMetrics, NegativeStatistics
+from seal_graph.stats import paired_difference_ci
+from seal_graph.training.metrics import (
+    DPORound,
+    EvaluateMetrics,
+    IterationMetrics,
+    NegativeStatistics,
+)
 from seal_graph.training.resources import LoopRun
 
 STAGES = ("rollout", "diagnose", "evolve", "train", "swap", "evaluate")
@@ -150,26 +157,38 @@ def training_step_section(history: list[IterationMetrics]) -> list[str]:
     return lines
 
 
+ABSTENTION_TAGS = ("spurious_tool_call", "correct_abstention")
+"""The tags of turns whose right response calls nothing (rho 2.0 and 1.8)."""
+
+
 def diagnosis_weight_section(history: list[IterationMetrics]) -> list[str]:
-    """Per iteration, rho(z) for every label the run's batches carried: how far dynamic
-    rho moved each label's weight (diagnosis-weighted GRPO only; nothing otherwise)."""
+    """Per iteration, rho(z) for every tag the run's batches carried (the paper's per-turn
+    tags; a turn without one is keyed by its label), how often the abstention tags
+    occurred and how many trajectories the weights moved (diagnosis-weighted GRPO only)."""
     weighted = [r for r in history if r.train.rho]
     if not weighted:
         return []
-    seen = sorted({k for r in history for k in r.diagnose.label_prevalence} - UNTRUSTED_LABELS)
+    seen = sorted({k for r in history for k in r.diagnose.tag_counts})  # trusted turns only
     lines = [
         "",
         "## Diagnosis weights",
         "",
-        "rho per label as each step weighted advantages with it (1 = no reweighting; "
-        "labels the weighting table leaves out start at 1).",
+        "rho per tag as each step weighted advantages with it (1 = no reweighting; tags "
+        "the weighting table leaves out start at 1); the share of tagged turns that were "
+        "abstention turns (spurious_tool_call + correct_abstention), and of trajectories "
+        "whose weight differs from 1 by 0.2 or more.",
         "",
-        "| it | " + " | ".join(seen) + " |",
-        "|" + "---|" * (len(seen) + 1),
+        "| it | " + " | ".join(seen) + " | abstention tags | trajectories reweighted |",
+        "|" + "---|" * (len(seen) + 3),
     ]
     for r in weighted:
         values = " | ".join(f"{r.train.rho.get(k, 1.0):.3f}" for k in seen)
-        lines.append(f"| {r.iteration + 1} | {values} |")
+        tagged = sum(r.diagnose.tag_counts.values())
+        abstentions = sum(r.diagnose.tag_counts.get(t, 0) for t in ABSTENTION_TAGS)
+        share = _pct(abstentions / tagged) if tagged else "—"
+        lines.append(
+            f"| {r.iteration + 1} | {values} | {share} | {_pct(r.train.reweighted_share)} |"
+        )
     return lines
 
 
@@ -203,6 +222,41 @@ def hard_negative_section(history: list[IterationMetrics]) -> list[str]:
             f"{_pct(failure.success if failure else None)} | "
             f"{failure.mean_failure_progress if failure else nan:.2f} | "
             f"{agent.pairs:.0f} |"
+        )
+    return lines
+
+
+def gain_over_warm_start(
+    run: LoopRun, warm: dict[str, Any], last: EvaluateMetrics | None
+) -> list[str]:
+    """The final evaluation against the warm start's, paired by task (the same tasks,
+    greedy), overall and per category: what training added, with its interval."""
+    before = warm.get("eval_per_task") or {}
+    if last is None or not before or not set(before) & set(last.per_task):
+        return []
+    difference, (low, high) = paired_difference_ci(last.per_task, before)
+    env = registry.get_environment(run.config.env)
+    by_category: dict[str, list[str]] = defaultdict(list)
+    for task_id in sorted(set(before) & set(last.per_task)):
+        by_category[str(env.task(task_id).metadata.get("category", "all"))].append(task_id)
+    lines = [
+        "",
+        f"Against the warm start, paired by task ({sum(map(len, by_category.values()))} "
+        f"tasks): **{100 * difference:+.1f} points** (95% interval {100 * low:+.1f} to "
+        f"{100 * high:+.1f}).",
+        "",
+        "| category | tasks | warm start | after training | difference [95% interval] |",
+        "|---|---|---|---|---|",
+    ]
+    for name, ids in sorted(by_category.items()):
+        diff, (lo, hi) = paired_difference_ci(
+            {t: last.per_task[t] for t in ids}, {t: before[t] for t in ids}
+        )
+        warm_rate = sum(before[t] for t in ids) / len(ids)
+        final_rate = sum(last.per_task[t] for t in ids) / len(ids)
+        lines.append(
+            f"| {name} | {len(ids)} | {_pct(warm_rate)} | {_pct(final_rate)} | "
+            f"{100 * diff:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] |"
         )
     return lines
 
@@ -257,6 +311,7 @@ def write_report(
             else ""
             for split in config.eval.final_splits
         ),
+        *gain_over_warm_start(run, warm, last),
         "",
         "![success](success.png) ![labels](labels.png) ![advantages](advantages.png)",
         "",
