@@ -148,7 +148,9 @@ def aggregate(state: EvolveState) -> dict[str, Any]:
 
 def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
     current = InterfaceVersion.model_validate(state["current"])
-    proposed = evolution.propose(current, _pairs(state), _ctx(runtime).config)
+    pairs = _pairs(state)
+    hints = registry.recovery_hints_of([episode for episode, _ in pairs])
+    proposed = evolution.propose(current, pairs, _ctx(runtime).config, hints)
     changed = proposed.version != current.version
     return {
         "proposed": proposed.model_dump(),

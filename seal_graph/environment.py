@@ -83,6 +83,10 @@ class Environment(ABC):
 
     name: str
     tool_timeout_s: float = 30.0
+    recovery_hints: dict[str, tuple[str, str]] = {}  # noqa: RUF012 (read-only default)
+    """The environment's own error patterns for phi_err: name -> (regex over an error
+    text, a hint that never names the fix). Tried before the built-in ones, so e.g. a
+    SQL error gets a SQL hint, not the file-path one."""
 
     @abstractmethod
     def tasks(self, split: str = "train") -> list[Task]:

@@ -14,7 +14,7 @@ import asyncio
 from langchain_core.language_models import BaseChatModel
 
 from seal_graph.diagnosis import TaskLookup, diagnose_batch, label_statistics, looks_like_error
-from seal_graph.interface import InterfaceConfig, InterfaceVersion, evolve
+from seal_graph.interface import InterfaceConfig, InterfaceVersion, RecoveryHints, evolve
 from seal_graph.judge import judge_unverified
 from seal_graph.records import Episode, TurnDiagnosis
 from seal_graph.store import TraceStore
@@ -45,14 +45,17 @@ def _write_labels(store: TraceStore, labelled: Labelled) -> None:
 
 
 def propose(
-    current: InterfaceVersion, labelled: Labelled, config: InterfaceConfig
+    current: InterfaceVersion,
+    labelled: Labelled,
+    config: InterfaceConfig,
+    hints: RecoveryHints | None = None,
 ) -> InterfaceVersion:
     """The next interface version the batch's labels and error texts call for (`current`
-    itself when nothing changes)."""
+    itself when nothing changes); `hints`: the environment's own error patterns."""
     errors = [
         event.output
         for episode, _ in labelled
         for event in episode.tool_events
         if looks_like_error(event)
     ]
-    return evolve(current, label_statistics(labelled), errors, config)
+    return evolve(current, label_statistics(labelled), errors, config, hints)

@@ -9,6 +9,9 @@ verifier never change.
 * phi_err appends a recovery hint to an error the agent sees, chosen by the error's
   pattern (missing required argument, unexpected keyword, no such path, not
   authenticated, unknown tool, type mismatch). A hint never reveals the correct call.
+  An environment may add its own patterns and hints (`Environment.recovery_hints`, e.g.
+  a SQL error's); they are tried first, and each error counts for the one pattern it
+  matches first, so a built-in hint answers only its own kind of error.
 * phi_cap injects up to 3 behavioural guidelines into the system prompt, one per
   prevalent failure label (prevalence >= 0.10, mean reward < 0.6, count >= 8; ranked by
   prevalence * (1 - mean reward)).
@@ -32,8 +35,10 @@ SCHEMA_NOTE = (
     "exists beyond the ones listed."
 )
 
-#: error pattern -> (regex over the error text, recovery hint that never names the fix)
-ERROR_HINTS: dict[str, tuple[str, str]] = {
+RecoveryHints = dict[str, tuple[str, str]]
+"""Error pattern name -> (regex over the error text, recovery hint that never names the fix)."""
+
+ERROR_HINTS: RecoveryHints = {
     "missing_required_argument": (
         r"required property|Field required|missing \d* ?required|missing a required",
         "Hint: a required parameter is missing; check the tool's [required] parameters.",
@@ -44,7 +49,8 @@ ERROR_HINTS: dict[str, tuple[str, str]] = {
         "parameter names in its schema.",
     ),
     "no_such_path": (
-        r"No such file|no such directory|not found|does not exist|No such",
+        r"No such file|no such directory|"
+        r"\b(file|path|directory|folder)\b[^\n]*\b(not found|does not exist)",
         "Hint: the target does not exist where you looked; check the current state "
         "(for example list what is there) before acting on it.",
     ),
@@ -110,6 +116,11 @@ class Adaptation(BaseModel):
     )
     key: str = Field(description="The label or error pattern it answers.")
     text: str = Field(description="What the agent is shown.")
+    pattern: str | None = Field(
+        default=None,
+        description="phi_err: the regex over error texts the hint answers (the "
+        "environment's own or a built-in one).",
+    )
     caused_by: dict[str, Any] = Field(
         default_factory=dict,
         description="The label statistics that caused it (count, prevalence, mean reward).",
@@ -159,7 +170,8 @@ class InterfaceVersion(BaseModel):
     def error_text(self, text: str) -> str:
         """An error the agent sees, with the hint for its pattern appended (phi_err)."""
         for hint in self.of_kind("error_hint"):
-            if re.search(ERROR_HINTS[hint.key][0], text, flags=re.IGNORECASE):
+            pattern = hint.pattern or ERROR_HINTS[hint.key][0]
+            if re.search(pattern, text, flags=re.IGNORECASE):
                 return f"{text}\n{hint.text}"
         return text
 
@@ -183,12 +195,16 @@ def annotate(tool: BaseTool) -> str:
     return tool.description + ("\nParameters: " + "; ".join(lines) if lines else "")
 
 
-def error_patterns(texts: list[str]) -> dict[str, int]:
-    """How many error texts match each hint pattern."""
-    return {
-        key: sum(bool(re.search(rx, t, flags=re.IGNORECASE)) for t in texts)
-        for key, (rx, _) in ERROR_HINTS.items()
-    }
+def error_patterns(texts: list[str], hints: RecoveryHints = ERROR_HINTS) -> dict[str, int]:
+    """How many error texts match each hint pattern; a text counts for the first pattern
+    (in `hints`' order) it matches, so one error never earns two hints."""
+    counts = dict.fromkeys(hints, 0)
+    for text in texts:
+        for key, (pattern, _) in hints.items():
+            if re.search(pattern, text, flags=re.IGNORECASE):
+                counts[key] += 1
+                break
+    return counts
 
 
 def qualifying_labels(stats: dict[str, LabelStat], config: InterfaceConfig) -> list[LabelStat]:
@@ -210,9 +226,12 @@ def evolve(
     stats: dict[str, LabelStat],
     error_texts: list[str],
     config: InterfaceConfig,
+    hints: RecoveryHints | None = None,
 ) -> InterfaceVersion:
     """The next version: add what the batch's diagnoses call for, retire what they no
-    longer support. Returns `current` unchanged when nothing changes."""
+    longer support. Returns `current` unchanged when nothing changes. `hints` are the
+    environment's own error patterns, tried before the built-in ones."""
+    table = {**(hints or {}), **{k: v for k, v in ERROR_HINTS.items() if k not in (hints or {})}}
     version = current.version + 1
     wanted: list[Adaptation] = []
     if config.schema_annotations:
@@ -227,18 +246,13 @@ def evolve(
             )
         )
     if config.error_hints:
-        for key, count in error_patterns(error_texts).items():
+        for key, count in error_patterns(error_texts, table).items():
             if count >= config.min_error_count:
-                wanted.append(
-                    _keep_or_new(
-                        current,
-                        "error_hint",
-                        key,
-                        ERROR_HINTS[key][1],
-                        version,
-                        {"occurrences": count},
-                    )
+                pattern, hint = table[key]
+                kept = _keep_or_new(
+                    current, "error_hint", key, hint, version, {"occurrences": count}
                 )
+                wanted.append(kept.model_copy(update={"pattern": pattern}))
     if config.guidelines:
         for stat in qualifying_labels(stats, config):
             wanted.append(

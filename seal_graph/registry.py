@@ -120,6 +120,15 @@ def task_of(episode: Episode) -> Task | None:
         return None
 
 
+def recovery_hints_of(episodes: list[Episode]) -> dict[str, tuple[str, str]]:
+    """The error hints of the environment a batch ran in; none when it is not known in
+    this process (the built-in hints still apply)."""
+    try:
+        return get_environment(episodes[0].env).recovery_hints if episodes else {}
+    except ConfigError:
+        return {}
+
+
 def judge_model(settings: JudgeSettings) -> ServedChatModel | None:
     """The judge's chat model (greedy), or None when no judge is configured."""
     if not settings.enabled:

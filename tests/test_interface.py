@@ -79,6 +79,19 @@ def test_error_hints_follow_error_patterns_and_never_reveal_a_call() -> None:
     assert v1.error_text("something else entirely") == "something else entirely"
 
 
+def test_an_environments_own_hint_answers_its_errors_and_no_path_hint_does() -> None:
+    sql = ["Error: (sqlite3.OperationalError) no such column: prise"] * 3
+    assert evolve(BASE_INTERFACE, {}, sql, CONFIG).of_kind("error_hint") == []  # not a path
+    hints = {"sql_unknown_name": (r"no such (column|table)", "Hint: list the schema first.")}
+    v1 = evolve(BASE_INTERFACE, {}, sql, CONFIG, hints)
+    (hint,) = v1.of_kind("error_hint")
+    assert hint.key == "sql_unknown_name" and hint.caused_by == {"occurrences": 3}
+    assert v1.error_text(sql[0]).endswith("Hint: list the schema first.")
+    files = ["Error: No such file or directory: 'notes/a.txt'"] * 3
+    (path_hint,) = evolve(BASE_INTERFACE, {}, files, CONFIG, hints).of_kind("error_hint")
+    assert path_hint.key == "no_such_path"  # built-in hints keep their own kind
+
+
 def test_schema_annotations_mark_required_parameters() -> None:
     v1 = evolve(BASE_INTERFACE, {}, [], CONFIG)
     tools = {t.name: t for t in v1.tools(make_env().open(make_env().tasks()[0]).tools(0))}

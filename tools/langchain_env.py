@@ -73,6 +73,7 @@ class LangChainToolEnv(Environment):
         on_turn_end: TurnHook | None = None,
         tool_timeout_s: float = 30.0,
         on_close: Callable[[Any], None] | None = None,
+        recovery_hints: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         if not tasks:
             raise ConfigError(f"environment {name!r} needs at least one split of tasks")
@@ -84,6 +85,7 @@ class LangChainToolEnv(Environment):
         self.on_turn_end = on_turn_end
         self.on_close = on_close
         self.tool_timeout_s = tool_timeout_s
+        self.recovery_hints = dict(recovery_hints or {})
 
     def build_tools(self, state: Any) -> list[BaseTool]:
         tools = list(self._tools(state) if callable(self._tools) else self._tools)
@@ -117,6 +119,7 @@ def from_langchain_tools(
     on_turn_end: TurnHook | None = None,
     tool_timeout_s: float = 30.0,
     on_close: Callable[[Any], None] | None = None,
+    recovery_hints: dict[str, tuple[str, str]] | None = None,
 ) -> LangChainToolEnv:
     """Compose LangChain tools, tasks and a verifier into a training environment.
 
@@ -127,9 +130,18 @@ def from_langchain_tools(
     `expected_state` where the turn changes state) is what the diagnosis labels.
     `on_turn_end(task, state, turn, events)` runs after each user turn (snapshot state
     there); `on_close(state)` when the rollout ends, whatever happened (temporary
-    folders, connections).
+    folders, connections). `recovery_hints` (name -> (regex, hint)) are the environment's
+    own error patterns for the training interface's recovery hints (phi_err).
     """
     split_map = tasks if isinstance(tasks, dict) else {"train": list(tasks)}
     return LangChainToolEnv(
-        name, split_map, tools, verify, make_state, on_turn_end, tool_timeout_s, on_close
+        name,
+        split_map,
+        tools,
+        verify,
+        make_state,
+        on_turn_end,
+        tool_timeout_s,
+        on_close,
+        recovery_hints,
     )

@@ -127,7 +127,8 @@ def evolve_interface(
         return BASE_INTERFACE, {"version": 0, "change": "adaptation off"}
     if not ablation.closed_loop and iteration > 0:
         return current, {"version": current.version, "change": "frozen (no closed loop)"}
-    proposed = evolution.propose(current, pairs, run.config.interface)
+    hints = registry.get_environment(run.config.env).recovery_hints
+    proposed = evolution.propose(current, pairs, run.config.interface, hints)
     if proposed.version != current.version:
         run.store.save_interface(run.run_id, proposed)
     change = proposed.summary if proposed.version != current.version else "no change"
