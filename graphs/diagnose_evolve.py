@@ -130,7 +130,11 @@ async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[
     store = await asyncio.to_thread(_store, state)  # file I/O: off the event loop
     try:
         labelled = await evolution.diagnose(
-            episodes, registry.task_of, registry.judge_model(_ctx(runtime).judge), store
+            episodes,
+            registry.task_of,
+            registry.judge_model(_ctx(runtime).judge),
+            store,
+            registry.environment_of(episodes),
         )
     finally:
         await asyncio.to_thread(store.close)
@@ -149,8 +153,8 @@ def aggregate(state: EvolveState) -> dict[str, Any]:
 def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
     current = InterfaceVersion.model_validate(state["current"])
     pairs = _pairs(state)
-    hints = registry.recovery_hints_of([episode for episode, _ in pairs])
-    proposed = evolution.propose(current, pairs, _ctx(runtime).config, hints)
+    environment = registry.environment_of([episode for episode, _ in pairs])
+    proposed = evolution.propose(current, pairs, _ctx(runtime).config, environment)
     changed = proposed.version != current.version
     return {
         "proposed": proposed.model_dump(),

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from seal_graph.environment import Task
+from seal_graph.environment import ArgumentMatch, Task
 from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS, Label
 from seal_graph.records import Episode, LabelStat, ToolEvent, TurnDiagnosis, TurnEvidence
 
@@ -43,7 +43,10 @@ def looks_like_error(event: ToolEvent) -> bool:
     return isinstance(output, dict) and "error" in output
 
 
-def _same_args(left: dict[str, Any], right: dict[str, Any]) -> bool:
+def _same_args(left: dict[str, Any], right: dict[str, Any], exact: bool = False) -> bool:
+    if exact:
+        return left == right
+
     def norm(value: Any) -> Any:
         return (
             float(value)
@@ -54,14 +57,16 @@ def _same_args(left: dict[str, Any], right: dict[str, Any]) -> bool:
     return {k: norm(v) for k, v in left.items()} == {k: norm(v) for k, v in right.items()}
 
 
-def _argument_mismatch(events: list[ToolEvent], reference: list[dict[str, Any]]) -> bool:
+def _argument_mismatch(
+    events: list[ToolEvent], reference: list[dict[str, Any]], exact: bool = False
+) -> bool:
     """Every reference tool was called, but some reference call's arguments never were."""
     called = [e for e in events if isinstance(e.arguments, dict)]
     names = {e.name for e in called}
     if not reference or not {r["name"] for r in reference} <= names:
         return False
     return any(
-        not any(e.name == r["name"] and _same_args(e.arguments, r["args"]) for e in called)
+        not any(e.name == r["name"] and _same_args(e.arguments, r["args"], exact) for e in called)
         for r in reference
     )
 
@@ -97,7 +102,10 @@ def paper_tag(evidence: TurnEvidence, events: list[ToolEvent]) -> Label | None:
 
 
 def diagnose_turn(
-    episode: Episode, turn: int, reference: list[dict[str, Any]] | None
+    episode: Episode,
+    turn: int,
+    reference: list[dict[str, Any]] | None,
+    arguments: ArgumentMatch = "normalised",
 ) -> TurnDiagnosis:
     record = episode.turns[turn]
     evidence = record.evidence
@@ -127,7 +135,14 @@ def diagnose_turn(
         if errored and looks_like_error(events[-1]):
             return label("recovery_failure")
         return label("unverified")
-    if reference is not None and _argument_mismatch(events, reference):
+    same_effect = arguments == "effect" and (
+        evidence.expected_state is not None and not evidence.state_differs()
+    )
+    if (
+        reference is not None
+        and not same_effect
+        and _argument_mismatch(events, reference, exact=arguments == "exact")
+    ):
         return label("argument_mismatch")
     executed = any(e.status == "ok" for e in events)
     if executed and (tag == "instance_mismatch" or evidence.state_differs()):
@@ -139,11 +154,14 @@ def diagnose_turn(
     return label("response_mismatch")
 
 
-def diagnose_episode(episode: Episode, task: Task | None = None) -> list[TurnDiagnosis]:
-    """Label every user turn of an episode."""
+def diagnose_episode(
+    episode: Episode, task: Task | None = None, arguments: ArgumentMatch = "normalised"
+) -> list[TurnDiagnosis]:
+    """Label every user turn of an episode (`arguments`: how its environment compares a
+    call's arguments with the reference's)."""
     references = task.reference if task is not None and task.reference else None
     return [
-        diagnose_turn(episode, turn, references[turn] if references else None)
+        diagnose_turn(episode, turn, references[turn] if references else None, arguments)
         for turn in range(len(episode.turns))
     ]
 
@@ -173,7 +191,11 @@ def label_statistics(
 
 
 def diagnose_batch(
-    episodes: list[Episode], task_of: TaskLookup = lambda episode: None
+    episodes: list[Episode],
+    task_of: TaskLookup = lambda episode: None,
+    arguments: ArgumentMatch = "normalised",
 ) -> list[tuple[Episode, list[TurnDiagnosis]]]:
     """Label a batch; `task_of` gives each episode's task (its reference solution)."""
-    return [(episode, diagnose_episode(episode, task_of(episode))) for episode in episodes]
+    return [
+        (episode, diagnose_episode(episode, task_of(episode), arguments)) for episode in episodes
+    ]

@@ -9,7 +9,7 @@ At the end the session's verifier turns the finished episode into a `Verdict`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
@@ -17,6 +17,8 @@ from pydantic import BaseModel, Field
 from seal_graph.errors import ConfigError
 from seal_graph.records import Episode, ToolEvent, Verdict
 from seal_graph.tool_execution import starts_with_error
+
+ArgumentMatch = Literal["exact", "normalised", "effect"]
 
 
 class Task(BaseModel):
@@ -83,6 +85,11 @@ class Environment(ABC):
 
     name: str
     tool_timeout_s: float = 30.0
+    argument_match: ArgumentMatch = "normalised"
+    """How diagnosis compares a call's arguments with the reference's: `exact`,
+    `normalised` (numbers compared as numbers: 3 == 3.0) or `effect` (a turn whose calls
+    left the reference's state is never an argument mismatch: another SQL text with the
+    same result, say)."""
     recovery_hints: dict[str, tuple[str, str]] = {}  # noqa: RUF012 (read-only default)
     """The environment's own error patterns for phi_err: name -> (regex over an error
     text, a hint that never names the fix). Tried before the built-in ones, so e.g. a

@@ -14,7 +14,8 @@ import asyncio
 from langchain_core.language_models import BaseChatModel
 
 from seal_graph.diagnosis import TaskLookup, diagnose_batch, label_statistics, looks_like_error
-from seal_graph.interface import InterfaceConfig, InterfaceVersion, RecoveryHints, evolve
+from seal_graph.environment import Environment
+from seal_graph.interface import InterfaceConfig, InterfaceVersion, evolve
 from seal_graph.judge import judge_unverified
 from seal_graph.records import Episode, TurnDiagnosis
 from seal_graph.store import TraceStore
@@ -28,10 +29,14 @@ async def diagnose(
     task_of: TaskLookup,
     judge: BaseChatModel | None = None,
     store: TraceStore | None = None,
+    environment: Environment | None = None,
 ) -> Labelled:
     """Label every user turn (rules, then the judge for `unverified` turns, if given) and
-    store the labels when a store is given."""
-    labelled = await asyncio.to_thread(diagnose_batch, episodes, task_of)  # reads data files
+    store the labels when a store is given; `environment` says how its arguments compare."""
+    arguments = environment.argument_match if environment else "normalised"
+    labelled = await asyncio.to_thread(  # reads data files
+        diagnose_batch, episodes, task_of, arguments
+    )
     if judge is not None:
         labelled = [(e, await judge_unverified(judge, e, d)) for e, d in labelled]
     if store is not None:
@@ -48,14 +53,15 @@ def propose(
     current: InterfaceVersion,
     labelled: Labelled,
     config: InterfaceConfig,
-    hints: RecoveryHints | None = None,
+    environment: Environment | None = None,
 ) -> InterfaceVersion:
     """The next interface version the batch's labels and error texts call for (`current`
-    itself when nothing changes); `hints`: the environment's own error patterns."""
+    itself when nothing changes), with the environment's own error hints if given."""
     errors = [
         event.output
         for episode, _ in labelled
         for event in episode.tool_events
         if looks_like_error(event)
     ]
+    hints = environment.recovery_hints if environment else None
     return evolve(current, label_statistics(labelled), errors, config, hints)

@@ -120,13 +120,13 @@ def task_of(episode: Episode) -> Task | None:
         return None
 
 
-def recovery_hints_of(episodes: list[Episode]) -> dict[str, tuple[str, str]]:
-    """The error hints of the environment a batch ran in; none when it is not known in
-    this process (the built-in hints still apply)."""
+def environment_of(episodes: list[Episode]) -> Environment | None:
+    """The environment a batch ran in; None when it is not known in this process
+    (diagnosis and evolution then use their defaults: no references, built-in hints)."""
     try:
-        return get_environment(episodes[0].env).recovery_hints if episodes else {}
+        return get_environment(episodes[0].env) if episodes else None
     except ConfigError:
-        return {}
+        return None
 
 
 def judge_model(settings: JudgeSettings) -> ServedChatModel | None:

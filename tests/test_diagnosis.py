@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from seal_graph.diagnosis import diagnose_episode, label_statistics, paper_tag
-from seal_graph.records import ToolEvent, TurnEvidence
+from seal_graph.environment import Task
+from seal_graph.records import Episode, ToolEvent, TurnEvidence, TurnRecord
 from seal_graph.reference import replay_calls
 from seal_graph.registry import get_environment
 from seal_graph.tools.kv_calc import make_env
@@ -146,3 +147,40 @@ def test_kv_calc_turns_get_the_papers_tags() -> None:
     silent = [list(turn) for turn in task.reference]
     silent[empty + 1] = []  # the value came and the agent did nothing
     assert tags_of(env, task, silent)[empty + 1] == "empty_turn_model_response"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "label"),
+    [("normalised", "argument_mismatch"), ("effect", "response_mismatch")],
+)
+def test_arguments_compared_by_effect_are_no_mismatch_when_the_state_is_right(
+    arguments, label
+) -> None:
+    """A SQL-style turn: another query text than the reference's, the same database state,
+    but the answer was wrong."""
+    query = "SELECT price FROM items WHERE name = 'pen'"
+    evidence = TurnEvidence(turn=0, passed=False, state={"rows": 3}, expected_state={"rows": 3})
+    episode = Episode(
+        episode_id="e",
+        run_id="r",
+        env="shop",
+        task_id="t",
+        sample_index=0,
+        messages=[],
+        tool_events=[
+            ToolEvent(
+                turn=0,
+                step=0,
+                call_id="c",
+                name="sql_db_query",
+                arguments={"query": query.lower()},
+                status="ok",
+                output="[(2.5,)]",
+            )
+        ],
+        turns=[TurnRecord(index=0, user_message="What does a pen cost?", evidence=evidence)],
+    )
+    task = Task(id="t", turns=["What does a pen cost?"], reference=[[
+        {"name": "sql_db_query", "args": {"query": query}}
+    ]])  # fmt: skip
+    assert diagnose_episode(episode, task, arguments)[0].label == label

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.tools import BaseTool
 
-from seal_graph.environment import Environment, EnvSession, Task
+from seal_graph.environment import ArgumentMatch, Environment, EnvSession, Task
 from seal_graph.errors import ConfigError
 from seal_graph.records import Episode, ToolEvent, Verdict
 
@@ -74,6 +74,7 @@ class LangChainToolEnv(Environment):
         tool_timeout_s: float = 30.0,
         on_close: Callable[[Any], None] | None = None,
         recovery_hints: dict[str, tuple[str, str]] | None = None,
+        argument_match: ArgumentMatch = "normalised",
     ) -> None:
         if not tasks:
             raise ConfigError(f"environment {name!r} needs at least one split of tasks")
@@ -86,6 +87,7 @@ class LangChainToolEnv(Environment):
         self.on_close = on_close
         self.tool_timeout_s = tool_timeout_s
         self.recovery_hints = dict(recovery_hints or {})
+        self.argument_match = argument_match
 
     def build_tools(self, state: Any) -> list[BaseTool]:
         tools = list(self._tools(state) if callable(self._tools) else self._tools)
@@ -120,6 +122,7 @@ def from_langchain_tools(
     tool_timeout_s: float = 30.0,
     on_close: Callable[[Any], None] | None = None,
     recovery_hints: dict[str, tuple[str, str]] | None = None,
+    argument_match: ArgumentMatch = "normalised",
 ) -> LangChainToolEnv:
     """Compose LangChain tools, tasks and a verifier into a training environment.
 
@@ -131,7 +134,9 @@ def from_langchain_tools(
     `on_turn_end(task, state, turn, events)` runs after each user turn (snapshot state
     there); `on_close(state)` when the rollout ends, whatever happened (temporary
     folders, connections). `recovery_hints` (name -> (regex, hint)) are the environment's
-    own error patterns for the training interface's recovery hints (phi_err).
+    own error patterns for the training interface's recovery hints (phi_err);
+    `argument_match` how diagnosis compares a call's arguments with the reference's
+    (`exact`, `normalised`, or `effect`: the same resulting state is no mismatch).
     """
     split_map = tasks if isinstance(tasks, dict) else {"train": list(tasks)}
     return LangChainToolEnv(
@@ -144,4 +149,5 @@ def from_langchain_tools(
         tool_timeout_s,
         on_close,
         recovery_hints,
+        argument_match,
     )

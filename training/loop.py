@@ -101,7 +101,10 @@ def diagnose(run: LoopRun, iteration: int) -> dict[str, Any]:
     began = time.perf_counter()
     episodes = run.store.episodes(batch_run_id(run, iteration))
     judge = registry.judge_model(run.config.judge)
-    pairs = asyncio.run(evolution.diagnose(episodes, registry.task_of, judge, run.store))
+    environment = registry.get_environment(run.config.env)
+    pairs = asyncio.run(
+        evolution.diagnose(episodes, registry.task_of, judge, run.store, environment)
+    )
     stats = label_statistics(pairs)
     return {
         "label_prevalence": {k: s.prevalence for k, s in stats.items()},
@@ -127,8 +130,8 @@ def evolve_interface(
         return BASE_INTERFACE, {"version": 0, "change": "adaptation off"}
     if not ablation.closed_loop and iteration > 0:
         return current, {"version": current.version, "change": "frozen (no closed loop)"}
-    hints = registry.get_environment(run.config.env).recovery_hints
-    proposed = evolution.propose(current, pairs, run.config.interface, hints)
+    environment = registry.get_environment(run.config.env)
+    proposed = evolution.propose(current, pairs, run.config.interface, environment)
     if proposed.version != current.version:
         run.store.save_interface(run.run_id, proposed)
     change = proposed.summary if proposed.version != current.version else "no change"
