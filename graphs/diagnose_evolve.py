@@ -73,6 +73,9 @@ class EvolveOutput(TypedDict):
     """Whether a new version was committed."""
     summary: str
     """What changed and why."""
+    labels_written: bool
+    """Whether the labels were stored: never over labels the batch already has (a
+    training run's diagnose stage wrote them)."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -126,14 +129,18 @@ def load_batch(state: EvolveState) -> dict[str, Any]:
 
 
 async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, Any]:
+    """Label the batch with the loop's own code; store the labels only where the batch
+    has none yet (a training run's labels are never overwritten)."""
     episodes = [Episode.model_validate(data) for data in state["episodes"]]
     store = await asyncio.to_thread(_store, state)  # file I/O: off the event loop
     try:
+        stored = await asyncio.to_thread(store.labels, state["run_id"])
+        kept = any(e.episode_id in stored for e in episodes)
         labelled = await evolution.diagnose(
             episodes,
             registry.task_of,
             registry.judge_model(_ctx(runtime).judge),
-            store,
+            None if kept else store,
             registry.environment_of(episodes),
         )
     finally:
@@ -141,7 +148,8 @@ async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[
     return {
         "diagnoses": {
             e.episode_id: [d.model_dump() for d in diagnoses] for e, diagnoses in labelled
-        }
+        },
+        "labels_written": not kept,
     }
 
 

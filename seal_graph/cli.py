@@ -243,6 +243,13 @@ def eval_command(
 def evolve(
     run: Annotated[str, typer.Option(help="Run id in the trace store.")],
     store: Annotated[Path, typer.Option(help="Trace store (SQLite file).")],
+    env: Annotated[
+        str | None,
+        typer.Option(
+            help="The batch's environment, if not built in (module:factory): its reference "
+            "solutions, argument matching and error hints, as the training loop uses them."
+        ),
+    ] = None,
     interface_version: Annotated[
         int | None, typer.Option(help="Diagnose the batch of this interface version.")
     ] = None,
@@ -250,7 +257,8 @@ def evolve(
     error_hints: Annotated[bool, typer.Option(help="phi_err.")] = True,
     guidelines: Annotated[bool, typer.Option(help="phi_cap.")] = True,
 ) -> None:
-    """Diagnose a stored batch, print its label table, and evolve the training interface."""
+    """Diagnose a stored batch, print its label table, and evolve the training interface.
+    Labels are stored only for a batch that has none (a training run's stay as they are)."""
     import asyncio
 
     from seal_graph.evolution_report import render_evolution
@@ -260,6 +268,8 @@ def evolve(
     with user_errors():
         if not store.is_file():
             raise ConfigError(f"no trace store at {store}: give the path of a traces.sqlite")
+        if env is not None:
+            registry.get_environment(env)  # registered under its name, as the episodes say
         payload: dict[str, object] = {"store_path": str(store), "run_id": run}
         if interface_version is not None:
             payload["interface_version"] = interface_version

@@ -30,6 +30,8 @@ def label_table(rows: list[dict[str, Any]]) -> Table:
 def render_evolution(console: Console, result: dict[str, Any], store: Path, run: str) -> None:
     """Print the label table, what changed in the interface, and the interface now."""
     console.print(label_table(result["label_table"]))
+    if not result.get("labels_written", True):
+        console.print("labels: the batch's stored labels were kept (these were not written)")
     if not result["changed"]:
         console.print(f"interface: no change (still version {result['previous_version']})")
         return

@@ -103,3 +103,59 @@ def test_cli_prints_the_label_table_and_the_interface_diff(tmp_path) -> None:
     )
     assert missing.returncode == 1 and "no trace store at" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_cli_evolve_agrees_with_the_loops_labels_and_never_overwrites_them(
+    tmp_path, monkeypatch
+) -> None:
+    """The loop's diagnose stage (evolution.diagnose with the run's environment) labels a
+    batch of a user environment; `seal-graph evolve --env` on the same batch prints the
+    same label table and leaves the stored labels as they were."""
+    from test_example_env import EXAMPLES
+
+    from seal_graph import evolution, registry
+    from seal_graph.diagnosis import label_statistics
+
+    monkeypatch.chdir(EXAMPLES)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    env = registry.get_environment("notes_env:make_env")
+    path = tmp_path / "traces.sqlite"
+    store = TraceStore(path)
+    store.ensure_run("it0", env.name)
+
+    async def batch():
+        episodes = []
+        for task in env.tasks("train")[:4]:
+            wrong = [[{**c, "args": {**c["args"], "title": "nope"}} for c in calls]
+                     for calls in task.reference]  # fmt: skip
+            for sample, calls in enumerate((task.reference, wrong)):
+                episode = (await replay_calls(env, task, calls, "it0"))[0]
+                episodes.append(episode.model_copy(update={"sample_index": sample}))
+        return episodes
+
+    episodes = asyncio.run(batch())
+    for episode in episodes:
+        store.write_episode(episode)
+    labelled = asyncio.run(evolution.diagnose(episodes, registry.task_of, None, store, env))
+    before = store.labels("it0")
+    store.close()
+    loop_table = {s.label: s.count for s in label_statistics(labelled).values()}
+    assert "argument_mismatch" in loop_table  # the references were used
+
+    result = subprocess.run(
+        [sys.executable, "-m", "seal_graph", "evolve", "--env", "notes_env:make_env",
+         "--run", "it0", "--store", str(path)],
+        capture_output=True, text=True, check=False, cwd=EXAMPLES,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for label, count in loop_table.items():
+        assert any(
+            line.split("│")[1].strip() == label and line.split("│")[2].strip() == str(count)
+            for line in result.stdout.splitlines()
+            if line.count("│") > 3
+        ), (label, result.stdout)
+    assert "stored labels were kept" in result.stdout
+    store = TraceStore(path)
+    assert store.labels("it0") == before
+    store.close()
