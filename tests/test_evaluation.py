@@ -7,32 +7,19 @@ import json
 
 import pytest
 from test_cli_errors import run_cli
+from test_store import make_episode
 
 from seal_graph import ModelServer
 from seal_graph.environment import Task
 from seal_graph.evaluation import EvalSummary, render_table, summarize
-from seal_graph.records import Episode
-
-
-def finished(task: str, success: bool, sample: int = 0) -> Episode:
-    return Episode(
-        episode_id=f"{task}-{sample}",
-        run_id="r",
-        env="e",
-        task_id=task,
-        sample_index=sample,
-        messages=[],
-        reward=float(success),
-        success=success,
-    )
 
 
 def test_each_category_gets_its_accuracy_and_interval() -> None:
     tasks = [
         Task(id=f"{c}{i}", turns=["x"], metadata={"category": c}) for c in "ab" for i in range(4)
     ]
-    episodes = [finished(f"a{i}", i < 3) for i in range(4)] + [
-        finished(f"b{i}", s == 0 and i == 0, s) for i in range(4) for s in range(2)
+    episodes = [make_episode(f"a{i}", 0, float(i < 3)) for i in range(4)] + [
+        make_episode(f"b{i}", s, float(s == 0 and i == 0)) for i in range(4) for s in range(2)
     ]
     table, overall = summarize(episodes, tasks)
     assert table["a"]["accuracy"] == 75.0 and table["a"]["tasks"] == 4
