@@ -294,19 +294,28 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
     base_url: BaseUrlOpt = None,
     api_key: ApiKeyOpt = None,
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Any config key, repeatable: --set optim.learning_rate=1e-4 "
+            "(every key: docs/config.md).",
+        ),
+    ] = None,
 ) -> None:
     """Closed-loop training: rollouts -> diagnose -> evolve -> GRPO step -> swap -> eval."""
     with user_errors():
-        from seal_graph.training.config import load_config
+        from seal_graph.training.config import load_config, parse_assignments
         from seal_graph.training.run import run_training
 
         settings = None
         if not resume:
             if config is None and preset is None:
                 preset = "cpu"
-            settings = load_config(
-                config, preset, env=env, iterations=iterations, algo=algo, model=model
-            )
+            overrides = parse_assignments(assignments or [])
+            named = {"env": env, "iterations": iterations, "algo": algo, "model": model}
+            overrides.update({k: v for k, v in named.items() if v is not None})
+            settings = load_config(config, preset, **overrides)
             registry.get_environment(settings.env)  # fail fast on a bad name
         output = run_training(settings, out=out, resume=resume, base_url=base_url, api_key=api_key)
         history = output.get("history", [])

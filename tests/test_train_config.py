@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from seal_graph.errors import ConfigError
@@ -156,3 +158,33 @@ def test_evaluation_follows_every_and_the_last_iteration_only_when_final_is_on()
     assert [every_two.due(i, 5) for i in range(5)] == [False, True, False, True, True]
     caller_evaluates = EvalSettings(every=1, final=False)
     assert [caller_evaluates.due(i, 3) for i in range(3)] == [True, True, False]
+
+
+def test_set_reaches_any_key_in_toml_syntax() -> None:
+    from seal_graph.training.config import load_config, parse_assignments
+
+    overrides = parse_assignments(
+        [
+            "optim.learning_rate=1e-4",
+            "eval.final_splits=['ood']",
+            "rollout.split=val",
+            "iterations=3",
+        ]
+    )
+    config = load_config(None, "cpu", **overrides)
+    assert config.optim.learning_rate == 1e-4 and config.eval.final_splits == ["ood"]
+    assert config.rollout.split == "val" and config.iterations == 3
+    assert config.rollout.group_size == 4  # the preset's, untouched
+    for bad in ("learning_rate", "=3", "iterations=3.x.y"):
+        with pytest.raises(ConfigError):
+            load_config(None, "cpu", **parse_assignments([bad]))
+
+
+def test_the_config_reference_page_is_current() -> None:
+    """docs/config.md is what the models generate: regenerate it with
+    `.venv/bin/python -m seal_graph.training.config_reference > docs/config.md`."""
+    from seal_graph.training.config_reference import reference
+
+    page = Path(__file__).resolve().parents[1] / "docs/config.md"
+    assert page.read_text(encoding="utf-8") == reference()
+    assert "| `optim.learning_rate` |" in reference() and "| `dpo.beta_first` |" in reference()

@@ -283,3 +283,27 @@ def load_config(
         raise ConfigError(
             f"invalid training config{f' {path}' if path else ''}: {problems}"
         ) from exc
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """`train --set section.key=value` as nested overrides: the value in TOML syntax
+    (`1e-4`, `true`, `[1, 2]`, `"text"`), or a bare string when it is not TOML."""
+    nested: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, raw = assignment.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--set takes key=value (e.g. optim.learning_rate=1e-4), got {assignment!r}"
+            )
+        try:
+            value = tomllib.loads(f"value = {raw.strip()}")["value"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        *sections, last = key.strip().split(".")
+        target = nested
+        for section in sections:
+            target = target.setdefault(section, {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"--set {assignment!r}: {section!r} is a value, not a section")
+        target[last] = value
+    return nested
