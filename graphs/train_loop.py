@@ -104,23 +104,29 @@ class LoopState(LoopInput, LoopOutput, total=False):
 def _stage(state: LoopState, name: str, metrics: dict[str, Any], began: float) -> dict[str, Any]:
     """The stage's metrics into the iteration's record, with its wall time since `began`."""
     metrics["wall_seconds"] = time.perf_counter() - began
-    console.print(
-        f"[bold]iteration {state.get('iteration', 0)}[/] {name}: "
+    console.print(  # numbered from 1, as the report numbers iterations
+        f"[bold]iteration {state.get('iteration', 0) + 1}[/] {name}: "
         f"{_brief(metrics)} ({metrics['wall_seconds']:.1f} s)"
     )
     return {"current": {name: metrics}}
 
 
 def _brief(metrics: dict[str, Any]) -> str:
-    keys = [
-        k
-        for k, v in metrics.items()
-        if isinstance(v, int | float | str) and k not in ("seconds", "wall_seconds")
-    ]
-    return ", ".join(
-        f"{k}={metrics[k]:.3g}" if isinstance(metrics[k], float) else f"{k}={metrics[k]}"
-        for k in keys[:6]
-    )
+    """A stage's numbers on one line; counts (diagnose's labels and tags) as `name n`."""
+    parts = []
+    for key, value in metrics.items():
+        if key in ("seconds", "wall_seconds"):
+            continue
+        if isinstance(value, float):
+            parts.append(f"{key}={value:.3g}")
+        elif isinstance(value, int | str):
+            parts.append(f"{key}={value}")
+        elif key.endswith("_counts") and isinstance(value, dict) and value:
+            counts = sorted(value.items(), key=lambda item: -item[1])
+            parts.append(
+                f"{key.removesuffix('_counts')}s: " + ", ".join(f"{k} {n}" for k, n in counts)
+            )
+    return ", ".join(parts[:8])
 
 
 def _probe(state: LoopState) -> Probe | None:

@@ -18,12 +18,12 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 # Kill right after each of these lines appears (each resume runs to the next one).
 KILL_AFTER = [
     "baseline success",
-    "iteration 0 rollout:",
-    "iteration 0 diagnose:",
-    "iteration 0 train:",
-    "iteration 0 swap:",
     "iteration 1 rollout:",
-    "iteration 1 evaluate:",
+    "iteration 1 diagnose:",
+    "iteration 1 train:",
+    "iteration 1 swap:",
+    "iteration 2 rollout:",
+    "iteration 2 evaluate:",
 ]
 
 
@@ -73,7 +73,7 @@ def test_loop_killed_at_seven_points_loses_nothing(tmp_path, record_reliability)
     # A kill after a step's stage line but before the step is checkpointed recomputes that
     # one step (from the previous step's adapter and optimiser-state file, both in the
     # checkpointed state); no other kill recomputes any.
-    at_risk = sum(m in ("iteration 0 train:", "iteration 0 swap:") for m in KILL_AFTER[:kills])
+    at_risk = sum(m in ("iteration 1 train:", "iteration 1 swap:") for m in KILL_AFTER[:kills])
     assert 0 <= recomputed <= at_risk, per_attempt
     record_reliability(
         faults_injected=kills,

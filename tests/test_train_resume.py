@@ -73,7 +73,7 @@ def test_killed_run_resumes_with_no_episode_lost_or_duplicated(tmp_path) -> None
             pytest.fail(f"training exited early:\n{seen[-3000:]}")
         seen += line
         port = port or (re.search(r"127\.0\.0\.1:(\d+)/v1", line) or [None, None])[1]
-        if "iteration 0 diagnose" in line:  # the first batch is stored; kill mid-iteration
+        if "iteration 1 diagnose" in line:  # the first batch is stored; kill mid-iteration
             break
     else:
         pytest.fail(seen[-3000:])
