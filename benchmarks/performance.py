@@ -31,6 +31,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -492,8 +493,12 @@ def bench_main_command(work: Path) -> dict:
         for stage in STAGES
         if r.stage_seconds(stage)
     }
-    report = (clone / "runs/cpu/report.md").read_text(encoding="utf-8").splitlines()
-    learning = next(line for line in report if line.startswith("Evaluation success"))
+    report = (clone / "runs/cpu/report.md").read_text(encoding="utf-8")
+    kept = ROOT / "docs/results/cpu-loop"  # the run's report as written, with its plots
+    for name in ("report.md", "success.png", "labels.png", "advantages.png"):
+        if (clone / "runs/cpu" / name).is_file():
+            shutil.copy(clone / "runs/cpu" / name, kept / name)
+    learning = next(line for line in report.splitlines() if line.startswith("Evaluation success"))
     result = {"seconds": round(seconds, 1), "stages": stages, "learning": learning}
     print(json.dumps({"main": result}), flush=True)
     return result

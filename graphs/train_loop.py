@@ -164,7 +164,7 @@ def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any
     served = run.policy.version if metrics["swap_ok"] else 0
     after = loop.evaluate(run, -2, served)
     console.print(
-        f"[bold]warm start[/]: {metrics['episodes']} expert episodes, "
+        f"[bold]warm start[/]: {metrics['episodes']} expert sequences, "
         f"{run.config.warm_start.steps} steps ({metrics['seconds']:.0f} s); "
         f"success now {after['success']:.0%}"
     )

@@ -75,8 +75,9 @@ def paper_tag(evidence: TurnEvidence, events: list[ToolEvent]) -> Label | None:
     """The paper's per-turn tag of a turn (METHOD.md), from its evidence:
 
     * a turn whose right response calls nothing: `spurious_tool_call` if the agent called
-      anything, else `correct_abstention` (or `response_mismatch` if the verifier still
-      failed it, e.g. a reply the user needed was wrong);
+      anything, else `correct_abstention` (a state left wrong by an earlier turn is not
+      this turn's doing), or `response_mismatch` when the turn's reply was needed
+      (`expects_reply`) and the verifier failed it;
     * otherwise `pass` on a passed turn; on a failed one `empty_turn_model_response` when
       calls were needed and none were made, `state_mismatch` when the state differs from
       the reference's, else `response_mismatch`.
@@ -89,7 +90,8 @@ def paper_tag(evidence: TurnEvidence, events: list[ToolEvent]) -> Label | None:
     if evidence.expects_calls is False:
         if events:
             return "spurious_tool_call"
-        return "response_mismatch" if verdict is False else "correct_abstention"
+        wrong_reply = verdict is False and evidence.expects_reply
+        return "response_mismatch" if wrong_reply else "correct_abstention"
     if verdict is None:
         return None
     if verdict:

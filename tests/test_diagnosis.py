@@ -115,7 +115,12 @@ def tags_of(env, task, calls) -> list[str | None]:
         ({"expects_calls": False}, False, "correct_abstention"),
         ({"expects_calls": False, "pass": True}, False, "correct_abstention"),
         ({"expects_calls": False}, True, "spurious_tool_call"),
-        ({"expects_calls": False, "pass": False}, False, "response_mismatch"),
+        ({"expects_calls": False, "pass": False}, False, "correct_abstention"),  # inherited
+        (
+            {"expects_calls": False, "expects_reply": True, "pass": False},
+            False,
+            "response_mismatch",
+        ),
         ({"expects_calls": True, "pass": False}, False, "empty_turn_model_response"),
         ({"expects_calls": True, "pass": True}, True, "pass"),
         ({"pass": False, "state": {"a": 1}, "expected_state": {"a": 2}}, True, "state_mismatch"),

@@ -289,8 +289,9 @@ def write_report(
         f"**{_pct(baseline.get('success'))} before training"
         + (
             f" -> {_pct(warm.get('eval_success'))} after the warm start "
-            f"({config.warm_start.steps} SFT steps over {warm.get('episodes')} whole expert "
-            f"episodes, {warm.get('tokens_per_second', 0):.0f} trained tokens/s)"
+            f"({config.warm_start.steps} SFT steps of {config.warm_start.batch_size} from "
+            f"{warm.get('episodes')} expert sequences, "
+            f"{warm.get('tokens_per_second', 0):.0f} trained tokens/s)"
             if warm
             else ""
         )
