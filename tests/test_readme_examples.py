@@ -6,6 +6,8 @@ import asyncio
 import re
 from pathlib import Path
 
+from seal_graph.diagnosis import diagnose_episode
+from seal_graph.records import Episode, ToolEvent, TurnRecord
 from seal_graph.reference import replay_calls
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -22,3 +24,28 @@ def test_from_langchain_tools_example() -> None:
     bad = [[{"name": "set_value", "args": {"key": "a", "value": 4}}]]
     assert asyncio.run(replay_calls(env, task, good))[1].reward == 1.0
     assert asyncio.run(replay_calls(env, task, bad))[1].reward == 0.0
+
+
+def test_declared_turn_expectations_example() -> None:
+    """The README's question-style task: its verifier's evidence gives the paper's tags."""
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    (example,) = [b for b in blocks if "expects_calls=False" in b]
+    namespace: dict = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    task, verify = namespace["task"], namespace["verify"]
+    lookup = ToolEvent(
+        turn=0, step=0, call_id="c", name="lookup", arguments={}, status="ok", output="7"
+    )
+    for events, tag in (([lookup], "spurious_tool_call"), ([], "correct_abstention")):
+        episode = Episode(
+            episode_id="e",
+            run_id="r",
+            env="e",
+            task_id="q0",
+            sample_index=0,
+            messages=[{"role": "assistant", "content": "Ann has id 7."}],
+            tool_events=events,
+            turns=[TurnRecord(index=i, user_message=t) for i, t in enumerate(task.turns)],
+        )
+        episode = episode.with_verdict(verify(task, None, episode))
+        assert diagnose_episode(episode, task)[0].tag == tag
