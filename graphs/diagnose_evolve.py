@@ -136,12 +136,14 @@ async def diagnose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[
     try:
         stored = await asyncio.to_thread(store.labels, state["run_id"])
         kept = any(e.episode_id in stored for e in episodes)
+        # first use imports the environment and reads its data: off the event loop
+        environment = await asyncio.to_thread(registry.environment_of, episodes)
         labelled = await evolution.diagnose(
             episodes,
             registry.task_of,
             registry.judge_model(_ctx(runtime).judge),
             None if kept else store,
-            registry.environment_of(episodes),
+            environment,
         )
     finally:
         await asyncio.to_thread(store.close)
