@@ -1,8 +1,8 @@
 """Settings chosen on `val`, never on `test`: the warm start's strength and the rollout
 temperature of the `cpu` preset.
 
-    .venv/bin/python benchmarks/sweep.py                              # the default grid
-    .venv/bin/python benchmarks/sweep.py --warm-steps 10 15 20 --temperatures 0.7 1.0
+    .venv/bin/python benchmarks/sweep.py              # the grid behind the cpu preset
+    .venv/bin/python benchmarks/sweep.py --warm-steps 24 --temperatures 0.7 1.0
 
 For each number of warm-start SFT steps (the preset's settings otherwise, on kv-calc's
 `train` references of all four categories), a fresh warm start is merged and served, then
@@ -26,6 +26,7 @@ import asyncio
 import json
 import shutil
 import statistics
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -109,8 +110,9 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     lines = [
         "# Warm start and temperature, chosen on `val`",
         "",
-        f"`.venv/bin/python benchmarks/sweep.py` ({time.strftime('%Y-%m-%d %H:%M')}, "
-        f"{machine()}; nothing else running). kv-calc `val`: "
+        f"`.venv/bin/python benchmarks/sweep.py {' '.join(sys.argv[1:])}`".replace(" `", "`")
+        + f" ({time.strftime('%Y-%m-%d %H:%M')}, "
+        f"{machine()}; success rates, which other load does not change). kv-calc `val`: "
         f"{args.limit or 'all'} tasks round-robin over the categories, greedy; sampled: "
         f"the first {args.sampled_tasks} of them x {args.group} episodes (mixed = a group "
         "whose rewards differ, the only kind GRPO learns from). Never `test`.",
@@ -146,10 +148,10 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--warm-steps", type=int, nargs="+", default=[15, 20, 30])
-    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7, 1.0])
-    parser.add_argument("--limit", type=int, default=96, help="val tasks evaluated greedily")
-    parser.add_argument("--sampled-tasks", type=int, default=24)
+    parser.add_argument("--warm-steps", type=int, nargs="+", default=[20, 22, 23, 25])
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7])
+    parser.add_argument("--limit", type=int, default=48, help="val tasks evaluated greedily")
+    parser.add_argument("--sampled-tasks", type=int, default=12)
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--out", type=Path, default=ROOT / "runs/sweep")
     args = parser.parse_args()
