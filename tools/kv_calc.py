@@ -102,12 +102,16 @@ def _apply(op: str, a: float, b: float) -> float:
     return a + b if op == "add" else a * b
 
 
+def _store_text(value: float, key: str) -> str:
+    return f"Store {value} under the key '{key}'."
+
+
 def _combine_text(op: str, operand: float | None, key: str, target: str) -> str:
+    """The user's request for `op`; `operand` None leaves the number out (miss_param)."""
+    amount = "a number" if operand is None else f"{operand}"
     if op == "add":
-        amount = "a number" if operand is None else f"{operand}"
         return f"Add {amount} to the value of '{key}' and store the result under '{target}'."
-    factor = "a number" if operand is None else f"{operand}"
-    return f"Multiply the value of '{key}' by {factor} and store the result under '{target}'."
+    return f"Multiply the value of '{key}' by {amount} and store the result under '{target}'."
 
 
 class _Draw:
@@ -128,7 +132,7 @@ class _Draw:
 def _base(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
     """Store, combine, maybe copy: today's two- and three-turn tasks."""
     k1, k2, k3 = draw.keys
-    turns = [f"Store {draw.a} under the key '{k1}'.", _combine_text(draw.op, draw.operand, k1, k2)]
+    turns = [_store_text(draw.a, k1), _combine_text(draw.op, draw.operand, k1, k2)]
     reference = [_store(k1, draw.a), _combine(draw.op, k1, draw.a, draw.operand, k2)]
     if draw.copy:
         turns.append(f"Store the value of '{k2}' under '{k3}' as well.")
@@ -150,7 +154,7 @@ def _miss_param(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
         replies = [f"Which number should I store under '{k1}'?", None, None]
     else:  # the operand is missing
         turns = [
-            f"Store {draw.a} under the key '{k1}'.",
+            _store_text(draw.a, k1),
             _combine_text(draw.op, None, k1, k2),
             f"Use {draw.operand}.",
         ]
@@ -165,7 +169,7 @@ def _miss_func(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None], d
     k1, k2, _ = draw.keys
     combine = _combine_text(draw.op, draw.operand, k1, k2)
     turns = [
-        f"Store {draw.a} under the key '{k1}'.",
+        _store_text(draw.a, k1),
         combine,
         f"You can {draw.op} now. {combine}",
     ]
@@ -210,9 +214,9 @@ def _chain_task(rng: random.Random, category: str, task_id: str) -> Task:
     k1, k2, k3, k4 = rng.sample(_KEYS, 4)
     a, b, c = rng.randint(2, 40), rng.randint(2, 40), rng.randint(2, 9)
     turns = [
-        f"Store {a} under the key '{k1}'.",
-        f"Add {b} to the value of '{k1}' and store the result under '{k2}'.",
-        f"Multiply the value of '{k2}' by {c} and store the result under '{k3}'.",
+        _store_text(a, k1),
+        _combine_text("add", b, k1, k2),
+        _combine_text("multiply", c, k2, k3),
         f"Store the value of '{k3}' under '{k4}' as well.",
     ]
     reference = [
