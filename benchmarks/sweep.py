@@ -83,7 +83,9 @@ def measure(steps: int, args: argparse.Namespace) -> dict[str, Any]:
         greedy = config.rollout.greedy(config.eval.max_tokens)
         asyncio.run(rollouts(server, [t.id for t in tasks], store, "greedy", greedy))
         per_category, overall = summarize(store.episodes("greedy"), tasks)
-        row.update(greedy=per_category, greedy_overall=overall, serving_dtype=server.dtype)
+        row.update(
+            greedy=per_category, greedy_overall=overall["accuracy"], serving_dtype=server.dtype
+        )
         for temperature in args.temperatures:
             name = f"t{temperature}"
             sampling = config.rollout.model_copy(

@@ -68,11 +68,15 @@ def select_tasks(
     return interleaved[:limit] if limit else interleaved
 
 
+def _percent(ci: tuple[float, float] | None) -> list[float] | None:
+    return [100.0 * v for v in ci] if ci else None
+
+
 def summarize(
     episodes: list[Episode], tasks: list[Task]
-) -> tuple[dict[str, dict[str, Any]], float]:
-    """Per category: successes, tasks, accuracy (%) and its interval over tasks (a task's
-    episodes averaged first); and the overall accuracy."""
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Per category: successes, tasks, accuracy (%) and its interval over tasks (%; a
+    task's episodes averaged first); and all of them together: accuracy and interval."""
     categories = {t.id: category(t) for t in tasks}
     by_category: dict[str, list[Episode]] = defaultdict(list)
     for episode in episodes:
@@ -84,10 +88,10 @@ def summarize(
             "success": sum(result["per_task"].values()),
             "tasks": len(result["per_task"]),
             "accuracy": 100.0 * result["success"],
-            "ci": [100.0 * v for v in result["ci"]],
+            "ci": _percent(result["ci"]),
         }
-    overall = 100.0 * outcomes(episodes)["success"] if episodes else 0.0
-    return table, overall
+    whole = outcomes(episodes)
+    return table, {"accuracy": 100.0 * whole["success"], "ci": _percent(whole["ci"])}
 
 
 def outcomes(episodes: list[Episode]) -> dict[str, Any]:
@@ -189,13 +193,8 @@ async def evaluate(
             keep_episodes=False,
         )
         report.wall_seconds += sampled_report.wall_seconds
-        sampled_episodes = store.episodes(f"{run_id}-sampled")
-        sampled, sampled_overall = summarize(sampled_episodes, tasks)
-        whole = outcomes(sampled_episodes)
-        sampled["all"] = {
-            "accuracy": sampled_overall,
-            "ci": [100.0 * v for v in whole["ci"]] if whole["ci"] else None,
-        }
+        sampled, together = summarize(store.episodes(f"{run_id}-sampled"), tasks)
+        sampled["all"] = together
     store.close()
     per_category, overall = summarize(episodes, tasks)
     busy = report.busy_seconds
@@ -204,8 +203,8 @@ async def evaluate(
         split=split,
         model=endpoint.model,
         per_category=per_category,
-        overall=overall,
-        overall_ci=tuple(100 * v for v in ci) if (ci := outcomes(episodes)["ci"]) else None,
+        overall=overall["accuracy"],
+        overall_ci=overall["ci"],
         sampled=sampled,
         samples=samples,
         temperature=(settings or RolloutSettings()).temperature if samples else None,

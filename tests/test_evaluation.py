@@ -26,7 +26,7 @@ def test_each_category_gets_its_accuracy_and_interval() -> None:
     assert table["b"]["accuracy"] == 12.5  # a task's samples averaged first: 0.5 / 4
     low, high = table["a"]["ci"]
     assert 0 <= low <= 75.0 <= high <= 100
-    assert overall == pytest.approx((0.75 * 4 + 0.125 * 4) / 8 * 100)
+    assert overall["accuracy"] == pytest.approx((0.75 * 4 + 0.125 * 4) / 8 * 100)
 
 
 @pytest.mark.server
