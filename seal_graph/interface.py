@@ -231,7 +231,8 @@ def evolve(
     """The next version: add what the batch's diagnoses call for, retire what they no
     longer support. Returns `current` unchanged when nothing changes. `hints` are the
     environment's own error patterns, tried before the built-in ones."""
-    table = {**(hints or {}), **{k: v for k, v in ERROR_HINTS.items() if k not in (hints or {})}}
+    own = hints or {}  # first, so each error counts for the environment's pattern first
+    table = own | {key: hint for key, hint in ERROR_HINTS.items() if key not in own}
     version = current.version + 1
     wanted: list[Adaptation] = []
     if config.schema_annotations:
