@@ -4,7 +4,8 @@
 
 The agent node calls the served model with the session's tools bound; the tools node
 executes its calls (validated, with a timeout, errors returned to the agent); a turn ends
-when the agent answers without a tool call or hits the per-turn step limit. The state
+when the agent answers without a tool call or hits the per-turn step limit (evaluation
+also ends the episode at a turn the environment reports failed). The state
 records every LLM call with its served token ids and logprobs, every tool event and every
 turn; `verify` asks the environment's verifier for the reward and per-turn evidence.
 """
@@ -172,6 +173,8 @@ class RolloutState(RolloutInput, RolloutOutput):
     """Number of user turns in the task."""
     started: float
     """Wall-clock start (epoch seconds)."""
+    decided: NotRequired[bool]
+    """A turn failed and the settings stop there: the episode's success is decided."""
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -315,7 +318,10 @@ async def end_turn(state: RolloutState, runtime: Runtime[RolloutContext]) -> dic
         tools_added=task.tools_added_at_turn.get(turn, []),
         hit_step_limit=not isinstance(last, AIMessage),  # cut after tools, not answered
     )
-    return {"turns": [record.model_dump()], "turn": turn + 1}
+    update: dict[str, Any] = {"turns": [record.model_dump()], "turn": turn + 1}
+    if _ctx(runtime).settings.stop_at_failed_turn and turn + 1 < len(task.turns):
+        update["decided"] = await asyncio.to_thread(session.turn_passed, turn, events) is False
+    return update
 
 
 async def verify(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[str, Any]:
@@ -369,7 +375,8 @@ def after_tools(
 
 
 def after_turn(state: RolloutState) -> Literal["user_turn", "verify"]:
-    return "verify" if state["turn"] >= state["n_turns"] else "user_turn"
+    done = state["turn"] >= state["n_turns"] or state.get("decided", False)
+    return "verify" if done else "user_turn"
 
 
 builder = StateGraph(

@@ -72,6 +72,12 @@ class EnvSession(ABC):
     def end_turn(self, turn: int, events: list[ToolEvent]) -> None:  # noqa: B027
         """Hook at the end of each user turn (e.g. snapshot state for the verifier)."""
 
+    def turn_passed(self, turn: int, events: list[ToolEvent]) -> bool | None:
+        """Whether a just-finished turn passed, if the environment can tell before the
+        end (None: it cannot). Evaluation stops an episode at its first failed turn, since
+        success needs every turn; `verify` still judges the whole episode."""
+        return None
+
     @abstractmethod
     def verify(self, episode: Episode) -> Verdict:
         """Judge the finished episode by executing, not by reading text."""

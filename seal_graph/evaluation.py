@@ -159,7 +159,8 @@ async def evaluate(
     samples: int = 0,
 ) -> EvalSummary:
     """Greedy rollouts of a split on the base interface (`settings` give the token and
-    step limits and the concurrency; temperature 0 and one episode per task always),
+    step limits and the concurrency; temperature 0 and one episode per task always, each
+    ended at its first failed turn where the environment can tell),
     and with `samples` > 0 that many episodes per task at `settings.temperature`.
     BFCL runs are also written as `bfcl evaluate` result files under `bfcl_model_name`
     (a model name BFCL has registered; see `seal_graph.tools.bfcl.export`)."""
@@ -181,7 +182,9 @@ async def evaluate(
     episodes = store.episodes(run_id)  # includes episodes of an earlier, interrupted run
     sampled = None
     if samples:
-        sampling = (settings or RolloutSettings()).model_copy(update={"group_size": samples})
+        sampling = (settings or RolloutSettings()).model_copy(
+            update={"group_size": samples, "stop_at_failed_turn": True}
+        )
         sampled_report = await run_rollouts(
             env,
             endpoint,

@@ -55,11 +55,18 @@ class RolloutSettings(BaseModel):
         default=1, ge=1, description="Episodes per task (a GRPO group: same task, same policy)."
     )
     concurrency: int = Field(default=8, ge=1, description="Episodes in flight at once.")
+    stop_at_failed_turn: bool = Field(
+        default=False,
+        description="End an episode at the first turn the environment reports failed "
+        "(evaluation: success needs every turn, so the rest cannot change it; training runs "
+        "every turn, so each gets a label).",
+    )
 
     def greedy(self, max_tokens: int | None = None) -> RolloutSettings:
-        """The same settings for evaluation: temperature 0, one episode per task."""
+        """The same settings for evaluation: temperature 0, one episode per task, each
+        stopped at its first failed turn."""
         fields = {name: getattr(self, name) for name in RolloutSettings.model_fields}
-        fields.update(temperature=0.0, group_size=1)
+        fields.update(temperature=0.0, group_size=1, stop_at_failed_turn=True)
         if max_tokens is not None:
             fields["max_tokens"] = max_tokens
         return RolloutSettings(**fields)

@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from seal_graph.reference import replay_calls, replay_reference
+from seal_graph.sessions import run_turn_calls
 from seal_graph.tools.kv_calc import CATEGORIES, make_env
 
 
@@ -103,3 +104,19 @@ def test_splits_are_deterministic() -> None:
     first, second = make_env(), make_env()
     for split in first.splits():
         assert [t.turns for t in first.tasks(split)] == [t.turns for t in second.tasks(split)]
+
+
+def test_the_turn_check_agrees_with_the_verdict_turn_by_turn(env) -> None:
+    """Evaluation stops at the first turn `turn_passed` fails: it must say what `verify`
+    says of that turn, for the reference and for runs that skip a turn or act when the
+    right response is to abstain."""
+    for task in env.tasks("val")[::8]:
+        acting = [calls or [{"name": "list_keys", "args": {}}] for calls in task.reference]
+        for calls_per_turn in (task.reference, [[], *task.reference[1:]], acting):
+            episode, verdict = asyncio.run(replay_calls(env, task, calls_per_turn))
+            session = env.open(task)
+            for turn, calls in enumerate(calls_per_turn):
+                steps = [(step, {"id": "x", **call}) for step, call in enumerate(calls)]
+                events = [e for _, e in asyncio.run(run_turn_calls(session, env, turn, steps))]
+                session.end_turn(turn, events)
+                assert session.turn_passed(turn, events) == verdict.turn_evidence[turn].passed

@@ -52,13 +52,13 @@ def toy_env():
     )
 
 
-async def rollout(env, model, task_id="t0", step_limit=20) -> Episode:
+async def rollout(env, model, task_id="t0", step_limit=20, settings=None) -> Episode:
     result = await graph.ainvoke(
         {"task_id": task_id},
         context=RolloutContext(
             env=register_environment(env),
             chat_model=model,
-            settings=RolloutSettings(step_limit=step_limit),
+            settings=settings or RolloutSettings(step_limit=step_limit),
         ),
     )
     return Episode.model_validate(result["episode"])
@@ -127,6 +127,20 @@ async def test_reference_calls_solve_kv_calc_with_fake_model() -> None:
     assert episode.success and episode.reward == 1.0
     assert all(t.evidence.passed for t in episode.turns)
     assert model.bound[0] == ["set_value", "get_value", "list_keys", "add", "multiply"]
+
+
+@pytest.mark.parametrize("evaluation", [True, False])
+async def test_evaluation_stops_at_the_first_failed_turn_training_runs_all_with_fake_model(
+    evaluation: bool,
+) -> None:
+    env = make_env()
+    task = next(t for t in env.tasks("test") if len(t.turns) >= 3 and all(t.reference))
+    model = scripted(*["I would rather not." for _ in task.turns])  # fails every turn
+    settings = RolloutSettings().greedy() if evaluation else RolloutSettings()
+    episode = await rollout(env, model, task_id=task.id, settings=settings)
+    assert len(episode.turns) == (1 if evaluation else len(task.turns))
+    assert not episode.success  # unreached turns fail: the verdict is the same either way
+    assert len(model.seen) == len(episode.turns)
 
 
 async def test_interrupted_batch_resumes_from_the_checkpoint_with_fake_model(tmp_path) -> None:

@@ -282,24 +282,33 @@ def _snapshot(task: Task, state: KVState, turn: int, events: list[ToolEvent]) ->
     state.after_turn.append(dict(state.store))
 
 
+def _turn_evidence(task: Task, state: KVState, turn: int, called: bool) -> TurnEvidence:
+    """A turn passes iff the store matches the reference's store after it, and a turn
+    whose right response is no call (an abstention turn) made none."""
+    expected = reference_states(task)[turn]
+    actual = state.after_turn[turn] if turn < len(state.after_turn) else None
+    expects_calls = bool((task.reference or [])[turn])
+    return TurnEvidence(
+        turn=turn,
+        passed=actual == expected and (expects_calls or not called),
+        expects_calls=expects_calls,
+        expected_state=expected,
+        state=actual,
+    )
+
+
+def check_turn(task: Task, state: KVState, turn: int, events: list[ToolEvent]) -> bool:
+    """Whether a just-finished turn passed (evaluation stops an episode at its first
+    failed turn: success needs every turn)."""
+    return _turn_evidence(task, state, turn, called=bool(events)).passed
+
+
 def verify(task: Task, state: KVState, episode: Episode) -> Verdict:
-    """Success iff the store matches the reference's store after every turn, and every
-    turn whose right response is no call (an abstention turn) made none."""
-    evidence = []
-    for turn, expected in enumerate(reference_states(task)):
-        actual = state.after_turn[turn] if turn < len(state.after_turn) else None
-        expects_calls = bool(task.reference[turn])
-        called = any(event.turn == turn for event in episode.tool_events)
-        passed = actual == expected and (expects_calls or not called)
-        evidence.append(
-            TurnEvidence(
-                turn=turn,
-                passed=passed,
-                expects_calls=expects_calls,
-                expected_state=expected,
-                state=actual,
-            )
-        )
+    """Success iff every turn passes (`_turn_evidence`); a turn never reached fails."""
+    evidence = [
+        _turn_evidence(task, state, turn, any(e.turn == turn for e in episode.tool_events))
+        for turn in range(len(task.reference or []))
+    ]
     success = bool(evidence) and all(item.passed for item in evidence)
     return Verdict(reward=float(success), success=success, turn_evidence=evidence)
 
@@ -320,5 +329,6 @@ def make_env(per_category: int = 64, ood: int = 64) -> LangChainToolEnv:
         tools=make_tools,
         verify=verify,
         on_turn_end=_snapshot,
+        check_turn=check_turn,
         tool_timeout_s=10.0,
     )

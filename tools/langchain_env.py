@@ -26,6 +26,7 @@ from seal_graph.records import Episode, ToolEvent, Verdict
 State = TypeVar("State")
 Verifier = Callable[[Task, Any, Episode], Verdict]
 TurnHook = Callable[[Task, Any, int, list[ToolEvent]], None]
+TurnCheck = Callable[[Task, Any, int, list[ToolEvent]], bool]
 
 
 class LangChainToolSession(EnvSession, Generic[State]):
@@ -52,6 +53,11 @@ class LangChainToolSession(EnvSession, Generic[State]):
         if self.env.on_turn_end:
             self.env.on_turn_end(self.task, self.state, turn, events)
 
+    def turn_passed(self, turn: int, events: list[ToolEvent]) -> bool | None:
+        if self.env.check_turn is None:
+            return None
+        return self.env.check_turn(self.task, self.state, turn, events)
+
     def verify(self, episode: Episode) -> Verdict:
         return self.env.verifier(self.task, self.state, episode)
 
@@ -75,6 +81,7 @@ class LangChainToolEnv(Environment):
         on_close: Callable[[Any], None] | None = None,
         recovery_hints: dict[str, tuple[str, str]] | None = None,
         argument_match: ArgumentMatch = "normalised",
+        check_turn: TurnCheck | None = None,
     ) -> None:
         if not tasks:
             raise ConfigError(f"environment {name!r} needs at least one split of tasks")
@@ -88,6 +95,7 @@ class LangChainToolEnv(Environment):
         self.tool_timeout_s = tool_timeout_s
         self.recovery_hints = dict(recovery_hints or {})
         self.argument_match = argument_match
+        self.check_turn = check_turn
 
     def build_tools(self, state: Any) -> list[BaseTool]:
         tools = list(self._tools(state) if callable(self._tools) else self._tools)
@@ -123,6 +131,7 @@ def from_langchain_tools(
     on_close: Callable[[Any], None] | None = None,
     recovery_hints: dict[str, tuple[str, str]] | None = None,
     argument_match: ArgumentMatch = "normalised",
+    check_turn: TurnCheck | None = None,
 ) -> LangChainToolEnv:
     """Compose LangChain tools, tasks and a verifier into a training environment.
 
@@ -137,6 +146,9 @@ def from_langchain_tools(
     own error patterns for the training interface's recovery hints (phi_err);
     `argument_match` how diagnosis compares a call's arguments with the reference's
     (`exact`, `normalised`, or `effect`: the same resulting state is no mismatch).
+    `check_turn(task, state, turn, events) -> bool` (after `on_turn_end`) says whether a
+    just-finished turn passed, so evaluation can stop an episode at its first failed turn
+    (its success is already decided); without it every episode runs all its turns.
     """
     split_map = tasks if isinstance(tasks, dict) else {"train": list(tasks)}
     return LangChainToolEnv(
@@ -150,4 +162,5 @@ def from_langchain_tools(
         on_close,
         recovery_hints,
         argument_match,
+        check_turn,
     )
