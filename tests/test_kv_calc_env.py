@@ -113,7 +113,7 @@ def test_the_turn_check_agrees_with_the_verdict_turn_by_turn(env) -> None:
     for task in env.tasks("val")[::8]:
         acting = [calls or [{"name": "list_keys", "args": {}}] for calls in task.reference]
         for calls_per_turn in (task.reference, [[], *task.reference[1:]], acting):
-            episode, verdict = asyncio.run(replay_calls(env, task, calls_per_turn))
+            _, verdict = asyncio.run(replay_calls(env, task, calls_per_turn))
             session = env.open(task)
             for turn, calls in enumerate(calls_per_turn):
                 steps = [(step, {"id": "x", **call}) for step, call in enumerate(calls)]
