@@ -1,8 +1,10 @@
-"""Settings chosen on `val`, never on `test`: the warm start's strength and the rollout
-temperature of the `cpu` preset.
+"""Settings chosen on `val`, never on `test`: the warm start's strength, the rollout
+temperature, the learning rate, the group size and the iterations of the `cpu` preset.
 
-    .venv/bin/python benchmarks/sweep.py              # the grid behind the cpu preset
+    .venv/bin/python benchmarks/sweep.py              # the warm-start grid
     .venv/bin/python benchmarks/sweep.py --warm-steps 24 --temperatures 0.7 1.0
+    .venv/bin/python benchmarks/sweep.py --warm-steps --train-from 23 \
+        --learning-rates 2e-5 5e-5 1e-4 --group-sizes 4 8 --iterations 3
 
 For each number of warm-start SFT steps (the preset's settings otherwise, on kv-calc's
 `train` references of all four categories), a fresh warm start is merged and served, then
@@ -12,11 +14,16 @@ task groups whose rewards are mixed (the only groups GRPO learns from). Rows go 
 `docs/results/sweep.{json,md}` as each setting finishes (a rerun replaces the rows it
 repeats and keeps the others).
 
-The rule the preset follows (`training/presets/cpu.toml`): the most warm-start steps
+With `--train-from STEPS`, the loop itself runs from that warm start (its merged model
+from the grid above, under `runs/sweep/steps-STEPS/`): the preset's loop for each learning
+rate and group size (the same episodes per iteration: a group of 8 gets half the tasks
+of a group of 4), `--iterations` of them, with greedy `val` success after each.
+
+The rules the preset follows (`training/presets/cpu.toml`): the most warm-start steps
 whose greedy `val` success stays at or below 70% on every category (room to learn on
-each), then the temperature with the most mixed groups at those steps. What is not swept
-here (learning rate, group size, iterations) costs whole training runs per point and is
-pinned where the preset says so.
+each), then the temperature with the most mixed groups at those steps; then the learning
+rate and group size with the highest greedy `val` success after the preset's iterations,
+the preset's own where the intervals cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -102,10 +109,76 @@ def measure(steps: int, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
-def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace) -> dict:
+    """The preset's loop from the `steps` warm start at one learning rate and group size,
+    evaluated greedily on `val` after every iteration."""
+    from seal_graph.training.config import load_config
+    from seal_graph.training.metrics import history_of
+    from seal_graph.training.run import run_training
+
+    model = args.out / f"steps-{steps}" / "model"
+    if not (model / "config.json").is_file():
+        raise SystemExit(f"{model} holds no model: run the warm-start grid with {steps} first")
+    base = preset(steps)
+    episodes = base.rollout.tasks_per_iteration * base.rollout.group_size
+    config = load_config(
+        None,
+        "cpu",
+        model=str(model),
+        iterations=args.iterations,
+        warm_start={"steps": 0},
+        optim={"learning_rate": lr},
+        rollout={"group_size": group, "tasks_per_iteration": max(1, episodes // group)},
+        eval={"split": "val", "every": 1, "limit": args.limit, "baseline": False},
+    )
+    out = args.out / f"train-{steps}-lr{lr:g}-g{group}"
+    shutil.rmtree(out, ignore_errors=True)
+    began = time.perf_counter()
+    history = history_of(run_training(config, out=out)["history"])
+    val = {
+        t.id: category(t) for t in select_tasks(get_environment("kv-calc"), "val", None, args.limit)
+    }
+    rows = []
+    for record in history:
+        evaluation = record.evaluate
+        assert evaluation is not None  # every iteration is evaluated (eval.every = 1)
+        by_category: dict[str, list[float]] = defaultdict(list)
+        for task_id, outcome in evaluation.per_task.items():
+            by_category[val[task_id]].append(outcome)
+        rows.append(
+            {
+                "iteration": record.iteration + 1,
+                "greedy": 100 * evaluation.success,
+                "ci": [100 * x for x in evaluation.ci] if evaluation.ci else None,
+                "by_category": {
+                    c: 100 * statistics.fmean(v) for c, v in sorted(by_category.items())
+                },
+                "train_success": 100 * record.rollout.train_success,
+                "zero_signal_groups": f"{record.train.zero_signal_groups}/{record.train.groups}",
+            }
+        )
+    return {
+        "warm_steps": steps,
+        "learning_rate": lr,
+        "group_size": group,
+        "tasks_per_iteration": config.rollout.tasks_per_iteration,
+        "iterations": rows,
+        "minutes": (time.perf_counter() - began) / 60,
+    }
+
+
+def write(
+    rows: list[dict[str, Any]], training: list[dict[str, Any]], args: argparse.Namespace
+) -> None:
     rows = sorted(rows, key=lambda r: r["steps"])
+    training = sorted(
+        training, key=lambda r: (r["warm_steps"], r["learning_rate"], r["group_size"])
+    )
     (RESULTS / "sweep.json").write_text(
-        json.dumps({"machine": machine(), "limit": args.limit, "rows": rows}, indent=2)
+        json.dumps(
+            {"machine": machine(), "limit": args.limit, "rows": rows, "training": training},
+            indent=2,
+        )
     )
     categories = sorted({c for r in rows for c in r["greedy"]})
     temperatures = sorted({t for r in rows for t in r["sampled"]})
@@ -145,12 +218,49 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             + " | ".join(cells + signal)
             + f" | {'yes' if row['room_on_every_category'] else 'no'} |"
         )
+    if training:
+        lines += training_table(training, args)
     (RESULTS / "sweep.md").write_text("\n".join(lines) + "\n")
+
+
+def training_table(training: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+    """The loop's settings on `val`: one line per run and iteration."""
+    categories = sorted({c for r in training for i in r["iterations"] for c in i["by_category"]})
+    lines = [
+        "",
+        "## Learning rate, group size and iterations",
+        "",
+        f"The `cpu` preset's loop from a warm start of the grid above (its merged model), "
+        f"one run per learning rate and group size, the same episodes per iteration; greedy "
+        f"success on the same {args.limit} `val` tasks after each iteration (95% interval "
+        "over tasks).",
+        "",
+        "| warm start | learning rate | group size x tasks | iteration | greedy val [95%] | "
+        + " | ".join(categories)
+        + " | train success | zero-signal groups | run minutes |",
+        "|" + "---|" * (8 + len(categories)),
+    ]
+    for run in training:
+        for it in run["iterations"]:
+            ci = f" [{it['ci'][0]:.0f}, {it['ci'][1]:.0f}]" if it["ci"] else ""
+            lines.append(
+                f"| {run['warm_steps']} steps | {run['learning_rate']:g} | "
+                f"{run['group_size']} x {run['tasks_per_iteration']} | {it['iteration']} | "
+                f"{it['greedy']:.0f}%{ci} | "
+                + " | ".join(f"{it['by_category'].get(c, 0):.0f}%" for c in categories)
+                + f" | {it['train_success']:.0f}% | {it['zero_signal_groups']} | "
+                f"{run['minutes']:.0f} |"
+            )
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--warm-steps", type=int, nargs="+", default=[20, 22, 23, 25])
+    parser.add_argument("--warm-steps", type=int, nargs="*", default=[20, 22, 23, 25])
+    parser.add_argument("--train-from", type=int, help="Warm-start steps the loop runs from.")
+    parser.add_argument("--learning-rates", type=float, nargs="+", default=[5e-5])
+    parser.add_argument("--group-sizes", type=int, nargs="+", default=[4])
+    parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.7])
     parser.add_argument("--limit", type=int, default=48, help="val tasks evaluated greedily")
     parser.add_argument("--sampled-tasks", type=int, default=12)
@@ -158,13 +268,27 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs/sweep")
     args = parser.parse_args()
     existing = RESULTS / "sweep.json"
-    rows = json.loads(existing.read_text())["rows"] if existing.is_file() else []
+    earlier = json.loads(existing.read_text()) if existing.is_file() else {}
+    rows, training = earlier.get("rows", []), earlier.get("training", [])
     for steps in args.warm_steps:
         print(f"sweep: warm start of {steps} SFT steps", flush=True)
         row = measure(steps, args)
         rows = [r for r in rows if r["steps"] != steps] + [row]
-        write(rows, args)
+        write(rows, training, args)
         print(f"sweep: {steps} steps -> {row['greedy_overall']:.0f}% greedy on val", flush=True)
+    if args.train_from is None:
+        return
+    for lr in args.learning_rates:
+        for group in args.group_sizes:
+            print(f"sweep: the loop at learning rate {lr:g}, group size {group}", flush=True)
+            run = measure_training(args.train_from, lr, group, args)
+            key = (run["warm_steps"], run["learning_rate"], run["group_size"])
+            training = [
+                r for r in training if (r["warm_steps"], r["learning_rate"], r["group_size"]) != key
+            ] + [run]
+            write(rows, training, args)
+            final = run["iterations"][-1]["greedy"]
+            print(f"sweep: lr {lr:g}, group {group} -> {final:.0f}% greedy on val", flush=True)
 
 
 if __name__ == "__main__":

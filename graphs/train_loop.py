@@ -145,7 +145,7 @@ def baseline_eval(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, 
     }
     if not run.config.eval.baseline:
         return {"baseline": {}, **start}
-    result = loop.evaluate(run, -1, 0)
+    result = loop.evaluate(run, loop.BASELINE, 0)
     console.print(
         f"[bold]baseline[/] success on {run.config.eval.split}: "
         f"{result['success']:.0%} ({result['episodes']} tasks)"
@@ -162,7 +162,7 @@ def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any
         return {}
     extra, updates = run.algorithm.after_warm_start(run, state["algorithm"])
     served = run.policy.version if metrics["swap_ok"] else 0
-    after = loop.evaluate(run, -2, served)
+    after = loop.evaluate(run, loop.WARM_START, served)
     console.print(
         f"[bold]warm start[/]: {metrics['episodes']} expert sequences, "
         f"{run.config.warm_start.steps} steps ({metrics['seconds']:.0f} s); "

@@ -160,6 +160,24 @@ class Episode(BaseModel):
     seconds: float = 0.0
     model_seconds: float = Field(default=0.0, description="Time spent waiting on the model.")
 
+    def reply(self, turn: int) -> str:
+        """The agent's answer to user turn `turn`: its last assistant text before the
+        next user message ('' if it said nothing). What an answer-verified task checks."""
+        seen, answer = -1, ""
+        for message in self.messages:
+            if message.get("role") == "user":
+                if seen == turn:
+                    break
+                seen += 1
+            elif message.get("role") == "assistant" and seen == turn:
+                content = message.get("content")
+                answer = content if isinstance(content, str) and content else answer
+        return answer
+
+    def calls(self, turn: int) -> list[ToolEvent]:
+        """The agent's tool calls of user turn `turn`, in order."""
+        return [event for event in self.tool_events if event.turn == turn]
+
     def with_verdict(self, verdict: Verdict) -> Episode:
         """This episode judged: reward, success, details, and each turn's evidence."""
         turns = [

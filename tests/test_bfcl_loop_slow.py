@@ -31,7 +31,7 @@ def test_one_loop_iteration_on_two_bfcl_tasks(tmp_path) -> None:
     assert record["train"]["groups"] == 2 and "evaluate" in record
     with sqlite3.connect(tmp_path / "run" / "traces.sqlite") as db:
         runs = dict(db.execute("SELECT run_id, COUNT(*) FROM episodes GROUP BY run_id"))
-    assert runs == {"run/it0": 4, "run/eval0": 1}
+    assert runs == {"run/it1": 4, "run/eval-it1": 1}
     assert (tmp_path / "run" / "report.md").exists()
 
 

@@ -66,7 +66,13 @@ def test_loop_killed_at_seven_points_loses_nothing(tmp_path, record_reliability)
     with sqlite3.connect(out / "traces.sqlite") as db:
         runs = dict(db.execute("SELECT run_id, COUNT(*) FROM episodes GROUP BY run_id"))
         unique = db.execute("SELECT COUNT(DISTINCT episode_id) FROM episodes").fetchone()[0]
-    expected = {"run/eval-1": 2, "run/it0": 4, "run/eval0": 2, "run/it1": 4, "run/eval1": 2}
+    expected = {
+        "run/eval-baseline": 2,
+        "run/it1": 4,
+        "run/eval-it1": 2,
+        "run/it2": 4,
+        "run/eval-it2": 2,
+    }
     assert runs == expected and unique == sum(expected.values())
     per_attempt = [re.findall(r"iteration \d+ train:", text) for text in outputs]
     recomputed = sum(map(len, per_attempt)) - 2  # two iterations, one optimiser step each

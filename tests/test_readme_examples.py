@@ -1,4 +1,4 @@
-"""The README's environment example runs as written (docs must not rot)."""
+"""The environment examples of the README and the docs run as written (docs must not rot)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from seal_graph.diagnosis import diagnose_episode
 from seal_graph.records import Episode, ToolEvent, TurnRecord
 from seal_graph.reference import replay_calls
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+CONTRACT = (ROOT / "docs/environments.md").read_text()
 
 
 def test_from_langchain_tools_example() -> None:
@@ -27,11 +29,11 @@ def test_from_langchain_tools_example() -> None:
 
 
 def test_declared_turn_expectations_example() -> None:
-    """The README's question-style task: its verifier's evidence gives the paper's tags."""
-    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    """The contract page's question-style task: its verifier's evidence gives the tags."""
+    blocks = re.findall(r"```python\n(.*?)```", CONTRACT, flags=re.S)
     (example,) = [b for b in blocks if "expects_calls=False" in b]
     namespace: dict = {}
-    exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(example, "docs/environments.md", "exec"), namespace)
     task, verify = namespace["task"], namespace["verify"]
     lookup = ToolEvent(
         turn=0, step=0, call_id="c", name="lookup", arguments={}, status="ok", output="7"

@@ -88,5 +88,11 @@ def test_killed_run_resumes_with_no_episode_lost_or_duplicated(tmp_path) -> None
     with sqlite3.connect(out / "traces.sqlite") as db:
         runs = dict(db.execute("SELECT run_id, COUNT(*) FROM episodes GROUP BY run_id"))
     # baseline eval (2) + per iteration: 2 tasks x 2 samples and an eval of 2
-    assert runs == {"run/eval-1": 2, "run/it0": 4, "run/eval0": 2, "run/it1": 4, "run/eval1": 2}
+    assert runs == {
+        "run/eval-baseline": 2,
+        "run/it1": 4,
+        "run/eval-it1": 2,
+        "run/it2": 4,
+        "run/eval-it2": 2,
+    }
     assert (out / "report.md").exists() and (out / "success.png").exists()

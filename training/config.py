@@ -72,6 +72,13 @@ class EvalSettings(BaseModel):
         description="More splits evaluated after the last iteration (e.g. kv-calc's 'ood').",
     )
     max_tokens: int = Field(default=96, ge=1, description="Completion token limit per step.")
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="Episodes in flight during an evaluation (None = the rollout's). "
+        "Evaluation episodes end at their first failed turn, so more of them at once keep "
+        "the server's batch full.",
+    )
     samples: int = Field(
         default=0,
         ge=0,

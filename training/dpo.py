@@ -40,6 +40,7 @@ from seal_graph.training.compute import (
     use_bf16,
 )
 from seal_graph.training.preferences import PreferencePair, prompt_length
+from seal_graph.training.run_output import show_steps
 from seal_graph.training.settings import DPOSettings
 from seal_graph.training.trajectories import rendered_trajectory
 
@@ -169,7 +170,6 @@ def dpo_step(
         save_strategy="no",
         **trainer_compute_args(settings.precision, gradient_checkpointing=checkpointing),
         remove_unused_columns=False,
-        disable_tqdm=False,  # a round is minutes on CPU: show it
         seed=seed,
     )
     trainer = TrajectoryDPOTrainer(
@@ -180,6 +180,7 @@ def dpo_step(
         data_collator=collator,
     )
     trainer.precompute_ref_logps = True  # the rows carry the reference (see above)
+    show_steps(trainer, "DPO round")
     try:
         result = trainer.train()
     finally:

@@ -112,6 +112,7 @@ class HardNegativeDPO(Algorithm):
         """Serve the failure agent's current adapter under its name, verified."""
         failure, sync = self.failure, self.failure_sync
         assert failure is not None and sync is not None
+        run.server_ready()
         probe = reference_probe(probe or default_probe(run), failure, sync.check)
         weights = failure.save_adapter(_failure_dir(run, failure.version))
         report = sync.swap(

@@ -67,6 +67,7 @@ from seal_graph.training.compute import (
     reset_peak_rss,
     trainer_compute_args,
 )
+from seal_graph.training.run_output import show_steps
 from seal_graph.training.settings import OptimConfig
 
 
@@ -363,6 +364,7 @@ def grpo_step(
             processing_class=tokenizer,
         )
         trainer.initial_optimizer_state = optimizer_state
+        show_steps(trainer, "GRPO step")
     trainer.args.per_device_train_batch_size = 2 * micro
     trainer.tis_cap = config.tis_cap
     trainer.mismatch = ServingMismatch()

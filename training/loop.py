@@ -32,7 +32,20 @@ from seal_graph.training.weight_sync import Probe, reference_probe
 
 
 def batch_run_id(run: LoopRun, iteration: int) -> str:
-    return f"{run.run_id}/it{iteration}"
+    """The store's id of an iteration's rollouts, numbered from 1 as the console, the
+    report and Studio number iterations (`iteration` is the loop's 0-based counter)."""
+    return f"{run.run_id}/it{iteration + 1}"
+
+
+BASELINE, WARM_START = -1, -2
+"""`evaluate`'s iteration for the evaluation before training and the one after the warm
+start."""
+
+
+def eval_batch_id(run: LoopRun, iteration: int) -> str:
+    """The store's id of an evaluation: `eval-baseline`, `eval-warm-start`, `eval-itN`."""
+    names = {BASELINE: "baseline", WARM_START: "warm-start"}
+    return f"{run.run_id}/eval-{names.get(iteration, f'it{iteration + 1}')}"
 
 
 def iteration_tasks(run: LoopRun, iteration: int) -> list[str]:
@@ -55,6 +68,7 @@ def roll_out(
     endpoint: ModelEndpoint | None = None,
 ) -> RolloutBatchReport:
     """A batch into the run's store, resumable from the run's rollout checkpoints."""
+    run.server_ready()
     return asyncio.run(
         run_rollouts(
             run.config.env,
@@ -156,11 +170,13 @@ def sync_server(run: LoopRun, version: int) -> dict[str, Any]:
     """Bring the server to the policy's weights (at start, after a restart)."""
     if run.config.swap == "full" and version == 0:
         return {"ok": True, "seconds": 0.0, "note": "base weights already served"}
+    run.server_ready()
     return swap(run, version, probe=None)
 
 
 def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     """Serve policy `version` under the stable name, verified against the trainer."""
+    run.server_ready()
     probe = probe or default_probe(run)
     began = time.perf_counter()
     weights = run.weights_for(version)
@@ -243,9 +259,11 @@ def evaluate(
     env = registry.get_environment(run.config.env)
     task_ids = [t.id for t in select_tasks(env, split or settings.split, None, settings.limit)]
     began = time.perf_counter()
-    batch = f"{run.run_id}/eval{iteration}" + (f"-{split}" if split else "")
+    batch = eval_batch_id(run, iteration) + (f"-{split}" if split else "")
     served = f"step-{served_version}"
     greedy = run.config.rollout.greedy(settings.max_tokens)
+    if settings.concurrency:
+        greedy = greedy.model_copy(update={"concurrency": settings.concurrency})
     roll_out(run, batch, task_ids, greedy, mode="eval", policy_version=served)
     result = outcomes(run.store.episodes(batch))
     if settings.samples and split is None:  # sampled success on the eval split only

@@ -11,6 +11,7 @@ versions (`training/run.py`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,14 @@ class LoopRun:
     sync: WeightSync
     algorithm: Algorithm
     writer: Any = None
+    wait_for_server: Callable[[], None] = lambda: None
+    """Blocks until the run's server answers: a run that starts its own server trains
+    its warm start while vLLM loads, and waits only when it first needs the server."""
+
+    def server_ready(self) -> None:
+        """Wait for the server (once: later calls return at once)."""
+        self.wait_for_server()
+        self.wait_for_server = lambda: None
 
     def adapter_dir(self, version: int) -> Path:
         return self.run_dir / "adapters" / f"step-{version}"

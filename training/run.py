@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, 
 from seal_graph.serving import attach as attach_endpoint
 from seal_graph.training import loop
 from seal_graph.training.config import TrainConfig
-from seal_graph.training.resources import console, open_run
+from seal_graph.training.resources import LoopRun, console, open_run
+from seal_graph.training.run_output import send_library_output_to
 
 CONFIG_FILE = "config.json"
 
@@ -77,6 +79,13 @@ def announce_server(server: ModelServer) -> None:
     )
 
 
+def ready(server: ModelServer, run: LoopRun) -> None:
+    """The run's server is up: say how to reach it, and from now on restart it (with the
+    trained weights) if it dies."""
+    announce_server(server)
+    server.supervise(on_restart=run.restore_served_weights)
+
+
 def _rank(r: int) -> int:
     for allowed in (8, 16, 32, 64, 128):
         if r <= allowed:
@@ -93,6 +102,8 @@ def run_training(
 ) -> dict[str, Any]:
     """Run (or resume) the closed loop to the end; returns the final graph output."""
     run_dir, config = prepare_run_dir(config, out, resume)
+    log = send_library_output_to(run_dir)
+    console.print(f"[bold]seal-graph[/]: run {run_dir.name}; library logs in {log}")
     run_id = run_dir.name
     checkpoints = run_dir / "loop.checkpoints.sqlite"
     thread = {"configurable": {"thread_id": run_id}}
@@ -118,8 +129,8 @@ def run_training(
                 served,
                 server.dtype if server is not None else None,
             )
-            if server is not None:
-                announce_server(server)
+            if server is not None:  # waited for when first needed: the warm start goes on
+                run.wait_for_server = functools.partial(ready, server, run)
             result = loop.sync_server(run, served)
             if not result["ok"]:
                 raise ServerError(
@@ -127,8 +138,6 @@ def run_training(
                 )
             run.load_policy(trained)  # a step trained before the stop but not yet served
             run.algorithm.open(run, progress.get("algorithm") or run.algorithm.initial_state())
-            if server is not None:  # a server that dies mid-run is restarted and re-synced
-                server.supervise(on_restart=run.restore_served_weights)
             payload = None if snapshot.next else {"run_dir": str(run_dir)}
             return graph.invoke(
                 payload, {**thread, "recursion_limit": 10_000}, context=LoopContext(run=run)

@@ -34,6 +34,7 @@ from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode
 from seal_graph.reference import replay_calls
 from seal_graph.training.compute import release_mixed_precision, trainer_compute_args
+from seal_graph.training.run_output import show_steps
 from seal_graph.training.settings import WarmStartSettings
 from seal_graph.training.trajectories import TokenTrajectory, rendered_trajectory
 
@@ -206,12 +207,12 @@ def warm_start(
         **trainer_compute_args(settings.precision),
         completion_only_loss=True,
         train_sampling_strategy="group_by_length",
-        disable_tqdm=False,
         seed=0,
     )
     trainer = EpisodeSFTTrainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer
     )
+    show_steps(trainer, "warm start")
     result = trainer.train()
     release_mixed_precision(trainer)
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
