@@ -29,7 +29,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from learning import SERVE_DTYPE, benchmark_config, merge_warm_start, rollouts, train_warm_start
+from learning_runs import (
+    SERVE_DTYPE,
+    benchmark_config,
+    merge_warm_start,
+    rollouts,
+    train_warm_start,
+)
 from machine import machine
 
 from seal_graph import ModelServer, ServerSettings

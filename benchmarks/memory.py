@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from seal_graph.registry import get_environment
-from seal_graph.rollouts import run_rollouts
+from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 

@@ -39,12 +39,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from learning import rollouts, train_warm_start
+from learning_runs import rollouts, train_warm_start
 from machine import machine
 
 from seal_graph import ModelServer, ServerSettings
-from seal_graph.evaluation import category, outcomes, select_tasks, summarize
 from seal_graph.registry import get_environment
+from seal_graph.runners.evaluation import category, outcomes, select_tasks, summarize
 from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ from typing_extensions import TypedDict
 from seal_graph import evolution, registry
 from seal_graph.diagnosis import label_statistics
 from seal_graph.errors import ConfigError
-from seal_graph.interface import InterfaceConfig, InterfaceVersion
+from seal_graph.interface import BASE_INTERFACE, InterfaceConfig, InterfaceVersion
 from seal_graph.records import Episode, TurnDiagnosis
 from seal_graph.settings import JudgeSettings
 from seal_graph.store import TraceStore
@@ -56,7 +56,8 @@ class EvolveInput(TypedDict):
     run_id: str
     """Run whose episodes to read."""
     interface_version: NotRequired[int]
-    """Batch = episodes rolled out under this version (default: the run's latest)."""
+    """Batch = episodes rolled out under this version (default: the one the batch ran
+    under, else the latest)."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -76,6 +77,9 @@ class EvolveOutput(TypedDict):
     labels_written: bool
     """Whether the labels were stored: never over labels the batch already has (a
     training run's diagnose stage wrote them)."""
+    interface_written: bool
+    """Whether the new version was stored (in the run's lineage: a training run's
+    batch `RUN/itN` evolves `RUN`'s interfaces); never over a version already stored."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -101,12 +105,15 @@ def _store(state: EvolveState) -> TraceStore:
 def load_batch(state: EvolveState) -> dict[str, Any]:
     store = _store(state)
     try:
-        current = store.latest_interface(state["run_id"])
-        version = state.get("interface_version", current.version)
-        versions = {v.version: v for v in store.interfaces(state["run_id"])}
+        lineage = store.interface_lineage(state["run_id"])  # a training run's, for its batches
+        current = store.latest_interface(lineage)
+        rolled = store.rolled_interface_versions(state["run_id"])
+        # default: the version the batch ran under (a training batch's is not the latest)
+        version = state.get("interface_version", rolled[0] if len(rolled) == 1 else current.version)
+        versions = {BASE_INTERFACE.version: BASE_INTERFACE}  # never stored, always there
+        versions |= {v.version: v for v in store.interfaces(lineage)}
         current = versions.get(version, current)
         episodes = store.episodes(state["run_id"], interface_version=version)
-        rolled = store.rolled_interface_versions(state["run_id"])
     finally:
         store.close()
     if not episodes:
@@ -175,15 +182,21 @@ def propose(state: EvolveState, runtime: Runtime[EvolveContext]) -> dict[str, An
 
 
 def commit(state: EvolveState) -> dict[str, Any]:
-    if state["changed"]:
-        store = _store(state)
-        try:
-            store.save_interface(
-                state["run_id"], InterfaceVersion.model_validate(state["proposed"])
-            )
-        finally:
-            store.close()
-    return {}
+    """Store the new version in the batch's lineage, unless that version number is taken
+    (a training run evolved on from this batch: its interfaces are never replaced)."""
+    if not state["changed"]:
+        return {"interface_written": False}
+    store = _store(state)
+    try:
+        lineage = store.interface_lineage(state["run_id"])
+        taken = {v.version for v in store.interfaces(lineage)}
+        proposed = InterfaceVersion.model_validate(state["proposed"])
+        if proposed.version in taken:
+            return {"interface_written": False}
+        store.save_interface(lineage, proposed)
+    finally:
+        store.close()
+    return {"interface_written": True}
 
 
 def _pairs(state: EvolveState) -> list[tuple[Episode, list[TurnDiagnosis]]]:

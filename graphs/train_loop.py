@@ -101,32 +101,49 @@ class LoopState(LoopInput, LoopOutput, total=False):
     history: Annotated[list[dict[str, Any]], operator.add]
 
 
+HEADLINES = {
+    "rollout": ("episodes", "train_success", "rollout_failures"),
+    "diagnose": ("label_counts", "tag_counts"),
+    "evolve": ("version", "change"),
+    "train": ("samples", "loss", "zero_signal_groups", "reweighted_share", "tokens_per_second"),
+    "swap": ("version", "ok", "mean_logprob_diff", "note", "error"),
+    "evaluate": ("success", "ci", "episodes"),
+}
+"""What each stage's console line shows (everything else is in metrics.jsonl)."""
+
+
 def _stage(state: LoopState, name: str, metrics: dict[str, Any], began: float) -> dict[str, Any]:
     """The stage's metrics into the iteration's record, with its wall time since `began`."""
     metrics["wall_seconds"] = time.perf_counter() - began
     console.print(  # numbered from 1, as the report numbers iterations
         f"[bold]iteration {state.get('iteration', 0) + 1}[/] {name}: "
-        f"{_brief(metrics)} ({metrics['wall_seconds']:.1f} s)"
+        f"{_brief(metrics, HEADLINES.get(name, ()))} ({metrics['wall_seconds']:.1f} s)"
     )
     return {"current": {name: metrics}}
 
 
-def _brief(metrics: dict[str, Any]) -> str:
-    """A stage's numbers on one line; counts (diagnose's labels and tags) as `name n`."""
+def _brief(metrics: dict[str, Any], keys: tuple[str, ...]) -> str:
+    """A stage's headline numbers on one line; counts (diagnose's labels and tags) as
+    `name n`, shares as percentages."""
     parts = []
-    for key, value in metrics.items():
-        if key in ("seconds", "wall_seconds"):
+    for key in keys:
+        value = metrics.get(key)
+        if value is None:
             continue
-        if isinstance(value, float):
-            parts.append(f"{key}={value:.3g}")
-        elif isinstance(value, int | str):
-            parts.append(f"{key}={value}")
-        elif key.endswith("_counts") and isinstance(value, dict) and value:
+        if key.endswith("_counts") and isinstance(value, dict):
             counts = sorted(value.items(), key=lambda item: -item[1])
             parts.append(
                 f"{key.removesuffix('_counts')}s: " + ", ".join(f"{k} {n}" for k, n in counts)
             )
-    return ", ".join(parts[:8])
+        elif key.endswith(("_share", "success")) and isinstance(value, float):
+            parts.append(f"{key}={value:.0%}")
+        elif isinstance(value, float):
+            parts.append(f"{key}={value:.3g}")
+        elif isinstance(value, list | tuple):
+            parts.append(f"{key}=[{', '.join(f'{v:.0%}' for v in value)}]")
+        else:
+            parts.append(f"{key}={value}")
+    return ", ".join(parts)
 
 
 def _probe(state: LoopState) -> Probe | None:
@@ -232,7 +249,7 @@ def swap(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     if version == state["served_version"]:
         metrics = {"ok": True, "seconds": 0.0, "note": "no new weights"}
         return {**update, **_stage(state, "swap", metrics, began)}
-    metrics = loop.swap(run, version, probe)
+    metrics = {"version": f"step-{version}", **loop.swap(run, version, probe)}
     served = version if metrics["ok"] else state["served_version"]
     return {**update, **_stage(state, "swap", metrics, began), "served_version": served}
 

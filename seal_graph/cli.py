@@ -145,7 +145,7 @@ def demo(
     out: Annotated[Path | None, typer.Option(help="Where the demo's traces go.")] = None,
 ) -> None:
     """One tool-using exchange, then a batch of verified kv-calc rollouts into a store."""
-    from seal_graph.demo import run_demo, run_rollout_demo
+    from seal_graph.runners.demo import run_demo, run_rollout_demo
 
     with user_errors():
         endpoint, server = open_endpoint(model, base_url, api_key, port)
@@ -191,7 +191,7 @@ def eval_command(
     per category with 95% intervals, and sampled success with --samples."""
     import asyncio
 
-    from seal_graph.evaluation import evaluate, render_table
+    from seal_graph.runners.evaluation import evaluate, render_table
     from seal_graph.settings import RolloutSettings
 
     with user_errors():

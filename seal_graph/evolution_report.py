@@ -39,9 +39,15 @@ def render_evolution(console: Console, result: dict[str, Any], store: Path, run:
         f"[bold]interface v{result['previous_version']} -> "
         f"v{result['version']}[/]\n{result['summary']}"
     )
+    if not result.get("interface_written", True):
+        console.print(
+            f"interface: the run already has a version {result['version']}, which was kept "
+            "(this proposal was not stored)"
+        )
+        return
     traces = TraceStore(store)
     try:
-        current = traces.latest_interface(run)
+        current = traces.latest_interface(traces.interface_lineage(run))
     finally:
         traces.close()
     for adaptation in current.adaptations:

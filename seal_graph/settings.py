@@ -1,7 +1,7 @@
 """Settings shared across entry points: how episodes are sampled, and the optional judge.
 
 `RolloutSettings` is one type for every place that rolls out: the batch runner
-(`seal_graph.rollouts.run_rollouts`), the rollout graph's context (and so LangGraph
+(`seal_graph.runners.rollouts.run_rollouts`), the rollout graph's context (and so LangGraph
 Studio), evaluation and the training loop's `[rollout]` section all take it whole, so a
 setting has one name, one default and one description everywhere.
 """

@@ -323,6 +323,19 @@ class TraceStore:
             )
         ]
 
+    def interface_lineage(self, batch_id: str) -> str:
+        """Whose interface versions a batch evolves: a training run stores its batches as
+        `RUN/itN` and its interfaces under `RUN`, so a batch's lineage is the longest
+        `/`-prefix of its id that has interfaces, else the batch id itself."""
+        parts = batch_id.split("/")
+        for end in range(len(parts), 0, -1):
+            prefix = "/".join(parts[:end])
+            if self._conn.execute(
+                "SELECT 1 FROM interfaces WHERE run_id = ? LIMIT 1", (prefix,)
+            ).fetchone():
+                return prefix
+        return batch_id
+
     def latest_interface(self, run_id: str) -> InterfaceVersion:
         """The newest interface of a run; the base interface when none was committed."""
         versions = self.interfaces(run_id)

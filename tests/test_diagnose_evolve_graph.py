@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from seal_graph.graphs.diagnose_evolve import graph
-from seal_graph.interface import GUIDELINES
+from seal_graph.interface import BASE_INTERFACE, GUIDELINES, InterfaceConfig
 from seal_graph.reference import replay_calls
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env
@@ -110,7 +110,8 @@ def test_cli_evolve_agrees_with_the_loops_labels_and_never_overwrites_them(
 ) -> None:
     """The loop's diagnose stage (evolution.diagnose with the run's environment) labels a
     batch of a user environment; `seal-graph evolve --env` on the same batch prints the
-    same label table and leaves the stored labels as they were."""
+    same label table and leaves the stored labels, and the interface the loop evolved
+    from the batch under the run's id, as they were."""
     from test_example_env import EXAMPLES
 
     from seal_graph import evolution, registry
@@ -121,7 +122,7 @@ def test_cli_evolve_agrees_with_the_loops_labels_and_never_overwrites_them(
     env = registry.get_environment("notes_env:make_env")
     path = tmp_path / "traces.sqlite"
     store = TraceStore(path)
-    store.ensure_run("it0", env.name)
+    store.ensure_run("run/it1", env.name)  # a training run's first batch
 
     async def batch():
         episodes = []
@@ -129,7 +130,7 @@ def test_cli_evolve_agrees_with_the_loops_labels_and_never_overwrites_them(
             wrong = [[{**c, "args": {**c["args"], "title": "nope"}} for c in calls]
                      for calls in task.reference]  # fmt: skip
             for sample, calls in enumerate((task.reference, wrong)):
-                episode = (await replay_calls(env, task, calls, "it0"))[0]
+                episode = (await replay_calls(env, task, calls, "run/it1"))[0]
                 episodes.append(episode.model_copy(update={"sample_index": sample}))
         return episodes
 
@@ -137,14 +138,16 @@ def test_cli_evolve_agrees_with_the_loops_labels_and_never_overwrites_them(
     for episode in episodes:
         store.write_episode(episode)
     labelled = asyncio.run(evolution.diagnose(episodes, registry.task_of, None, store, env))
-    before = store.labels("it0")
+    before = store.labels("run/it1")
+    evolved = evolution.propose(BASE_INTERFACE, labelled, InterfaceConfig(), env)
+    store.save_interface("run", evolved)  # the loop's evolve stage, under the run's id
     store.close()
     loop_table = {s.label: s.count for s in label_statistics(labelled).values()}
     assert "argument_mismatch" in loop_table  # the references were used
 
     result = subprocess.run(
         [sys.executable, "-m", "seal_graph", "evolve", "--env", "notes_env:make_env",
-         "--run", "it0", "--store", str(path)],
+         "--run", "run/it1", "--store", str(path)],
         capture_output=True, text=True, check=False, cwd=EXAMPLES,
         env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
@@ -156,6 +159,8 @@ def test_cli_evolve_agrees_with_the_loops_labels_and_never_overwrites_them(
             if line.count("│") > 3
         ), (label, result.stdout)
     assert "stored labels were kept" in result.stdout
+    assert f"already has a version {evolved.version}, which was kept" in result.stdout
     store = TraceStore(path)
-    assert store.labels("it0") == before
+    assert store.labels("run/it1") == before
+    assert store.interfaces("run") == [evolved] and not store.interfaces("run/it1")
     store.close()

@@ -11,7 +11,7 @@ from test_store import make_episode
 
 from seal_graph import ModelServer
 from seal_graph.environment import Task
-from seal_graph.evaluation import EvalSummary, render_table, summarize
+from seal_graph.runners.evaluation import EvalSummary, render_table, summarize
 
 
 def test_each_category_gets_its_accuracy_and_interval() -> None:

@@ -49,7 +49,7 @@ LAYERS: dict[str, int] = {
         ["seal_graph.client", "seal_graph.registry", "seal_graph.serving", "seal_graph.tools"], 1
     ),
     **dict.fromkeys(["seal_graph.graphs.rollout", "seal_graph.graphs.diagnose_evolve"], 2),
-    **dict.fromkeys(["seal_graph.rollouts", "seal_graph.evaluation", "seal_graph.demo"], 3),
+    "seal_graph.runners": 3,
     "seal_graph.training": 4,
     **dict.fromkeys(
         [

@@ -15,7 +15,7 @@ from seal_graph.errors import ConfigError
 from seal_graph.graphs.rollout import RolloutContext, graph
 from seal_graph.records import Episode, Verdict
 from seal_graph.registry import register_environment
-from seal_graph.rollouts import run_rollouts
+from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env

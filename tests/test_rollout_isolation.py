@@ -13,7 +13,7 @@ from langchain_core.tools import StructuredTool
 
 from seal_graph.environment import Task
 from seal_graph.records import Verdict
-from seal_graph.rollouts import run_rollouts
+from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.langchain_env import from_langchain_tools

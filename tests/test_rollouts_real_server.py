@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from seal_graph import ModelServer, ServerSettings
-from seal_graph.rollouts import run_rollouts
+from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 from seal_graph.tools.kv_calc import make_env

@@ -14,7 +14,7 @@ import pytest
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.errors import ServerError
 from seal_graph.registry import get_environment
-from seal_graph.rollouts import run_rollouts
+from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 

@@ -101,7 +101,7 @@ def test_rows_carry_turn_advantages_and_fall_back_to_calls_when_the_prefix_break
 
 @pytest.mark.server
 def test_served_episodes_mask_exactly_the_agents_tokens(server, tokenizer, tmp_path) -> None:
-    from seal_graph.rollouts import run_rollouts
+    from seal_graph.runners.rollouts import run_rollouts
     from seal_graph.settings import RolloutSettings
     from seal_graph.store import TraceStore
 

@@ -18,10 +18,10 @@ from typing import Any, Literal
 from seal_graph import evolution, registry
 from seal_graph.diagnosis import label_statistics
 from seal_graph.errors import ServerError
-from seal_graph.evaluation import outcomes, select_tasks
 from seal_graph.evolution import Labelled
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
-from seal_graph.rollouts import RolloutBatchReport, run_rollouts
+from seal_graph.runners.evaluation import outcomes, select_tasks
+from seal_graph.runners.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
 from seal_graph.training.advantages import key_statistics

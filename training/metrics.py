@@ -112,6 +112,7 @@ class TrainMetrics(_Stage):
 
 
 class SwapMetrics(_Stage):
+    version: str | None = Field(default=None, description="The policy version swapped in.")
     ok: bool = True
     load_seconds: float | None = None
     """Of the swap's seconds, loading the weights; the rest is the probe's answer."""

@@ -17,7 +17,7 @@ from rich.table import Table
 from seal_graph import registry
 from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode
-from seal_graph.rollouts import RolloutBatchReport, run_rollouts
+from seal_graph.runners.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
 from seal_graph.stats import bootstrap_ci

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from seal_graph.client import served_tokens
-from seal_graph.rollouts import run_rollouts
+from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore

@@ -1,0 +1,371 @@
+"""The learning benchmark's runs: the shared warm start, one training run per method and
+seed from it, and the final evaluations (`benchmarks/learning.py` drives them)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from machine import machine  # benchmarks/machine.py
+
+from seal_graph import ModelServer, ServerSettings
+from seal_graph.registry import get_environment
+from seal_graph.runners.evaluation import outcomes, select_tasks
+from seal_graph.runners.rollouts import run_rollouts
+from seal_graph.settings import RolloutSettings
+from seal_graph.store import TraceStore
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs/results/learning"
+ADAPTER = RESULTS / "warm-start-adapter"
+METHODS: dict[str, dict[str, Any]] = {
+    "vanilla-grpo": {"algo": "vanilla-grpo"},
+    "seal": {"algo": "seal", "weighting": {"mode": "trajectory"}},
+    "seal-turn": {"algo": "seal", "weighting": {"mode": "turn"}},
+    "coevolve-dpo": {"algo": "coevolve-dpo"},
+    # hard negatives + the failure agent, with SEAL's diagnosis-driven interface
+    # evolution (DPO has no advantages, so diagnosis weights have nothing to scale)
+    "seal-coevolve-dpo": {"algo": "coevolve-dpo", "ablation": {"adaptation": True}},
+}
+EXTRA_METHODS: dict[str, dict[str, Any]] = {
+    "eto": {"algo": "eto"},
+    "seal-no-adaptation": {"algo": "seal", "ablation": {"adaptation": False}},
+    "seal-no-reweighting": {"algo": "seal", "ablation": {"reweighting": False}},
+}
+BASELINE = "vanilla-grpo"
+SERVE_DTYPE = "float32"
+"""What every server of a new benchmark serves in; a resumed one keeps what its warm start
+recorded. Not bfloat16 even where the CPU has its kernels: an AVX2-only machine cannot
+serve it, and bf16 greedy decoding flips near-ties, so runs served in the two differ."""
+
+
+SETTINGS = Path(__file__).with_name("learning.toml")
+"""Every run's settings: the `cpu` preset as the finished runs took it, pinned here so that
+tuning the preset does not change the runs still to come."""
+
+
+def benchmark_config(**overrides: Any) -> Any:
+    from seal_graph.training.config import load_config
+
+    return load_config(SETTINGS, None, **overrides)
+
+
+def evaluate_checkpoint(
+    model_dir: Path, samples: int, temperature: float, work: Path, dtype: str
+) -> dict[str, Any]:
+    """The warm start's evaluation, as a run's final one: greedy and sampled (at the
+    rollout temperature) on all `test` tasks, greedy on all `ood` tasks, the base
+    interface, the preset's limits. An interrupted evaluation of the same weights continues
+    (its stored episodes are kept); one of other weights starts over."""
+    stamp, digest = work / "model.sha256", fingerprint(model_dir)
+    if not stamp.is_file() or stamp.read_text() != digest:
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        stamp.write_text(digest)
+    config = benchmark_config()
+    greedy = config.rollout.greedy(config.eval.max_tokens)
+    sampled = greedy.model_copy(update={"temperature": temperature, "group_size": samples})
+    store = TraceStore(work / "traces.sqlite")
+    env = get_environment("kv-calc")
+    result: dict[str, Any] = {}
+    serving = ServerSettings(model=str(model_dir), enable_lora=False, dtype=dtype)
+    with ModelServer.start(serving) as server:
+        for name, split, settings in (
+            ("test", "test", greedy),
+            ("test-sampled", "test", sampled),
+            ("ood", "ood", greedy),
+        ):
+            tasks = [t.id for t in select_tasks(env, split, None, None)]
+            asyncio.run(rollouts(server, tasks, store, name, settings))
+            result[name] = outcomes(store.episodes(name))
+    store.close()
+    test, ood = result["test"], result["ood"]
+    return {
+        "test": {
+            **test,
+            "sampled_success": result["test-sampled"]["success"],
+            "sampled_ci": result["test-sampled"]["ci"],
+            "sampled_per_task": result["test-sampled"]["per_task"],
+        },
+        "ood": ood,
+    }
+
+
+async def rollouts(
+    server: ModelServer,
+    tasks: list[str],
+    store: TraceStore,
+    run_id: str,
+    settings: RolloutSettings,
+    mode: Literal["train", "eval"] = "eval",
+) -> None:
+    await run_rollouts(
+        "kv-calc", server.endpoint, tasks, store=store, run_id=run_id, settings=settings,
+        mode=mode, keep_episodes=False,
+    )  # fmt: skip
+
+
+def train_warm_start(
+    target: Path,
+    work: Path,
+    steps: int | None = None,
+    adapter: Path = ADAPTER,
+    config: Any = None,
+) -> dict[str, Any]:
+    """SFT of the bundled model on kv-calc's expert episodes (the benchmark's pinned warm
+    start, `config`'s, or `steps` of it), merged into `target`; the adapter is kept in the
+    repository (`ADAPTER`, ~20 MB): SFT on CPU is not bitwise reproducible, so a later
+    session (a fresh checkout has no runs/) rebuilds the very checkpoint the finished runs
+    started from by merging it again."""
+    from seal_graph.bundled_model import ensure_bundled_model
+    from seal_graph.training.policy import Policy
+    from seal_graph.training.sft import expert_dataset
+    from seal_graph.training.sft import warm_start as sft
+
+    if config is None:
+        config = benchmark_config(warm_start=warm_start_settings(steps))
+    policy = Policy(ensure_bundled_model(), config.lora)
+    dataset, _ = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
+    metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
+    policy.save_adapter(adapter)
+    policy.save_merged(target)
+    return metrics
+
+
+def merge_adapter(base_dir: Path, adapter: Path, target: Path) -> Path:
+    """`base_dir` with a PEFT adapter merged in (float32), saved with its tokenizer."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="float32")
+    PeftModel.from_pretrained(base, adapter).merge_and_unload().save_pretrained(target)
+    AutoTokenizer.from_pretrained(base_dir).save_pretrained(target)
+    return target
+
+
+def merge_warm_start(target: Path) -> None:
+    """The shared checkpoint again: the bundled model with the kept adapter merged in."""
+    from seal_graph.bundled_model import ensure_bundled_model
+
+    merge_adapter(ensure_bundled_model(), ADAPTER, target)
+
+
+def fingerprint(folder: Path) -> str:
+    """sha256 over a folder's weight files."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.safetensors")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def warm_start(args: argparse.Namespace) -> dict[str, Any]:
+    """The shared starting point (SFT on expert episodes, merged) and its evaluation."""
+    target = args.out / "warm-start-model"
+    began = time.perf_counter()
+    metrics = train_warm_start(target, args.out / "sft", steps=args.warm_steps)
+    temperature = run_config(BASELINE, 0, args).rollout.temperature
+    evaluation = evaluate_checkpoint(
+        target, args.eval_samples, temperature, args.out / "eval-warm-start", args.dtype
+    )
+    return {
+        "method": "warm-start",
+        **evaluation,
+        "sft": metrics,
+        "settings": warm_start_settings(args.warm_steps),
+        "adapter_sha256": fingerprint(ADAPTER),
+        "serving_dtype": args.dtype,
+        "machine": machine(args.dtype),
+        "minutes": (time.perf_counter() - began) / 60,
+    }
+
+
+def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> None:
+    """Rebuild the shared checkpoint of the finished runs from the kept adapter."""
+    kept = fingerprint(ADAPTER) if ADAPTER.is_dir() else None
+    if kept is None or kept != warm.get("adapter_sha256"):
+        sys.exit(
+            f"the warm start the finished runs in {RESULTS} began from cannot be rebuilt: "
+            f"{ADAPTER} is missing or not the adapter warm-start.json names. Move "
+            f"{RESULTS} away to start the benchmark over."
+        )
+    print(f"merging the kept warm-start adapter into {args.out / 'warm-start-model'}")
+    merge_warm_start(args.out / "warm-start-model")
+
+
+def warm_start_settings(steps: int | None) -> dict[str, Any]:
+    """The warm start's SFT settings: the pinned ones, with `steps` steps if given."""
+    return benchmark_config(warm_start={"steps": steps} if steps else {}).warm_start.model_dump()
+
+
+def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
+    spec = {**METHODS, **EXTRA_METHODS}[method]
+    temperature = {"temperature": args.temperature} if args.temperature is not None else {}
+    config = benchmark_config(
+        model=str(args.out / "warm-start-model"),
+        seed=seed,
+        iterations=args.iterations,
+        warm_start={"steps": 0},
+        server_dtype=args.dtype,
+        rollout={"tasks_per_iteration": args.tasks, "group_size": args.group, **temperature},
+        optim={"max_samples": None, "mini_batches": args.mini_batches},
+        # as many optimiser steps per DPO round as GRPO takes per iteration: one budget
+        dpo={
+            "epochs": 1,
+            "batch_pairs": -(-args.pairs // args.mini_batches),
+            "max_pairs": args.pairs,
+        },
+        eval={
+            "limit": None,
+            "every": args.iterations,
+            "baseline": False,
+            "samples": args.eval_samples,
+            "final_splits": ["ood"],
+        },
+        # full-weight swaps keep the server at base speed; coevolve-dpo (two agents on one
+        # server) swaps LoRA adapters, and refuses a `swap` set against that
+        swap=None if spec["algo"] == "coevolve-dpo" else "full",
+        **spec,
+    )
+    config.eval.final = config.swap == "full"  # else `final_evaluation` evaluates it
+    return config
+
+
+def _signal(point: dict) -> str:
+    """What an iteration trained on: GRPO groups without signal of all groups, or the DPO
+    round."""
+    if point.get("dpo_pairs") is None:
+        return f"{point['zero_signal_groups']}/{point['groups']}"
+    margin = point["dpo_margin"]
+    after = "no step" if margin is None else f"margin {margin:.2f}"
+    return f"{point['dpo_pairs']:.0f} pairs, {after}"
+
+
+def dpo_point(round_: Any) -> dict[str, float | None]:
+    """A DPO round's pairs and reward margin after it, for the curve; nothing for GRPO."""
+    if round_ is None:
+        return {}
+    return {"dpo_pairs": round_.pairs, "dpo_margin": round_.reward_margin}
+
+
+def final_evaluation(run_dir: Path, version: int, config: Any, args: argparse.Namespace) -> dict:
+    """A LoRA-served run's final policy (adapter `version`) merged into the warm start and
+    evaluated as the warm start was, on a float32 server without LoRA."""
+    model = args.out / "warm-start-model"
+    if version > 0:
+        adapter = run_dir / "adapters" / f"step-{version}"
+        model = merge_adapter(model, adapter, run_dir / "final-model")
+    temperature = config.rollout.temperature
+    result = evaluate_checkpoint(
+        model, args.eval_samples, temperature, run_dir / "eval-final", args.dtype
+    )
+    shutil.rmtree(run_dir / "final-model", ignore_errors=True)  # model-sized; rebuilt if asked
+    return result
+
+
+def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One method, one seed: the loop from the warm start, then its final evaluation."""
+    from seal_graph.training.compute import use_bf16
+    from seal_graph.training.metrics import SplitResult, history_of
+    from seal_graph.training.report import STAGES
+    from seal_graph.training.run import run_training
+
+    out = args.out / f"{method}-s{seed}"
+    began = time.perf_counter()
+    resume = (out / "config.json").exists()  # an interrupted run continues
+    config = run_config(method, seed, args)
+    result = run_training(config, out=out, resume=resume)
+    history = history_of(result["history"])
+    final = history[-1].evaluate
+    evaluated = time.perf_counter()
+    if final is None:  # served with LoRA: evaluated merged (`run_config`)
+        evaluation = final_evaluation(out, history[-1].policy_version, config, args)
+        test, ood = (SplitResult.model_validate(evaluation[k]) for k in ("test", "ood"))
+    else:
+        test, ood = final, final.splits["ood"]
+    final_seconds = time.perf_counter() - evaluated  # ~0 where the loop evaluated it
+    staged = sum(r.stage_seconds(s) for r in history for s in STAGES)
+    trains = [r.train.model_dump() for r in history]
+    forwarded = sum(t.get("forwarded_tokens", 0.0) for t in trains)
+    episodes = sum(t.get("episodes", 0.0) for t in trains)
+    own = sum(t.get("episode_tokens", 0.0) for t in trains)
+    return {
+        "method": method,
+        "seed": seed,
+        "test": test.model_dump(exclude={"splits", "seconds"}),
+        "ood": ood.model_dump(exclude={"seconds"}),
+        "curve": [
+            {
+                "iteration": r.iteration + 1,
+                "train_success": r.rollout.train_success,
+                "zero_signal_groups": r.train.zero_signal_groups,
+                "groups": r.train.groups,
+                "labels": r.diagnose.label_prevalence,
+                "interface_version": r.interface_version,
+                "mismatch_mean": r.train.model_dump().get("mismatch_mean"),
+                **({"rho": r.train.rho} if r.train.rho else {}),
+                **dpo_point(r.train.target),
+            }
+            for r in history
+        ],
+        "optimizer_steps": sum(optimizer_steps(t, config) for t in trains),
+        "trained_episodes": episodes,
+        "tokens_per_trained_episode": forwarded / episodes if episodes else None,
+        "forwarded_per_episode_token": forwarded / own if own else None,
+        # the training step's throughput in useful tokens (`throughput_lines`)
+        "episode_tokens": own,
+        "train_seconds": sum(r.stage_seconds("train") for r in history),
+        "train_precision": "bf16" if use_bf16(config.optim.precision) else "fp32",
+        **trainer_loop(trains),
+        # the stages' own wall time: counts every iteration once even when the run was
+        # interrupted and resumed (server start-ups, ~0.5-1.5 min, are not in it)
+        "minutes": (staged + final_seconds) / 60,
+        "process_minutes": (time.perf_counter() - began) / 60,
+        "resumed": resume,  # its minutes lack the cut-off part of an interrupted stage
+        "serving_dtype": args.dtype,
+        "machine": machine(args.dtype),
+    }
+
+
+def schedule(methods: list[str], seeds: list[int]) -> list[tuple[str, int]]:
+    """Seed by seed, every method: an interrupted benchmark has the whole comparison at
+    as many seeds as possible."""
+    return [(m, s) for s in seeds for m in methods]
+
+
+def optimizer_steps(train: dict[str, Any], config: Any) -> float:
+    """An iteration's optimiser steps: GRPO's, or the DPO target's (the failure agent's
+    are its own model's); records older than DPO's count get it from the settings."""
+    if train.get("optimizer_steps"):
+        return train["optimizer_steps"]
+    target = train.get("target") or {}
+    if target.get("optimizer_steps") is not None or not target.get("pairs"):
+        return target.get("optimizer_steps") or 0.0
+    return -(-target["pairs"] // config.dpo.batch_pairs) * config.dpo.epochs
+
+
+def trainer_loop(trains: list[dict[str, Any]]) -> dict[str, float]:
+    """Where a GRPO run's step time goes: seconds inside TRL's optimisation loop (the
+    rest of the stage is the no-grad behaviour pass and set-up), the real tokens it
+    forwarded per second there, and the padding share of what it forwarded."""
+    grpo = [t for t in trains if t.get("tokens_per_second")]
+    forwarded = sum(t["forwarded_tokens"] for t in grpo)
+    real = [t["forwarded_tokens"] * (1 - t["padding_share"]) for t in grpo]
+    loop_seconds = sum(r / t["tokens_per_second"] for r, t in zip(real, grpo, strict=True))
+    if not loop_seconds:
+        return {}
+    return {
+        "trainer_loop_seconds": loop_seconds,
+        "trainer_loop_tokens_per_second": sum(real) / loop_seconds,
+        "padding_share": 1 - sum(real) / forwarded,
+    }
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
