@@ -28,9 +28,10 @@ from typing_extensions import TypedDict
 from seal_graph.errors import ConfigError
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.training import loop
+from seal_graph.training.console import console
 from seal_graph.training.metrics import IterationMetrics, history_of
 from seal_graph.training.report import write_report
-from seal_graph.training.resources import LoopRun, console
+from seal_graph.training.resources import LoopRun
 from seal_graph.training.weight_sync import Probe
 
 

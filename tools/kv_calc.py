@@ -25,6 +25,7 @@ across splits; `ood` holds four-turn chains of both operations (base-style).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -55,8 +56,8 @@ class KVState:
         self.after_turn: list[dict[str, float]] = []
 
 
-def make_tools(state: KVState) -> list[BaseTool]:
-    """The tools, bound to one rollout's state."""
+def _functions(state: KVState) -> list[Callable[..., Any]]:
+    """The tools' functions, bound to one rollout's state."""
 
     def set_value(key: str, value: float) -> str:
         """Store a number under a key, replacing any previous value."""
@@ -81,8 +82,24 @@ def make_tools(state: KVState) -> list[BaseTool]:
         """Return a * b."""
         return a * b
 
+    return [set_value, get_value, list_keys, add, multiply]
+
+
+@functools.cache
+def _schemas() -> dict[str, Any]:
+    """Each tool's argument schema, built once: creating the pydantic model is most of a
+    tool's cost, and every rollout (and every replayed reference) builds its own tools."""
+    return {
+        fn.__name__: StructuredTool.from_function(fn).args_schema for fn in _functions(KVState())
+    }
+
+
+def make_tools(state: KVState) -> list[BaseTool]:
+    """The tools, bound to one rollout's state."""
+    schemas = _schemas()
     return [
-        StructuredTool.from_function(fn) for fn in (set_value, get_value, list_keys, add, multiply)
+        StructuredTool.from_function(fn, args_schema=schemas[fn.__name__])
+        for fn in _functions(state)
     ]
 
 

@@ -28,9 +28,10 @@ from seal_graph.training.advantages import (
     weighted_advantages,
 )
 from seal_graph.training.config import TrainConfig
+from seal_graph.training.console import console
 from seal_graph.training.loop import mean
 from seal_graph.training.report import diagnosis_weight_section, training_step_section
-from seal_graph.training.resources import LoopRun, console
+from seal_graph.training.resources import LoopRun
 from seal_graph.training.trajectories import served_trajectory
 from seal_graph.training.weight_sync import Probe
 

@@ -30,6 +30,7 @@ from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
 from seal_graph.records import Episode
 from seal_graph.training.algorithms import Algorithm, TrainResult
 from seal_graph.training.config import TrainConfig
+from seal_graph.training.console import console
 from seal_graph.training.dpo import dpo_step, pair_rows
 from seal_graph.training.loop import batch_run_id, default_probe, iteration_tasks, mean, roll_out
 from seal_graph.training.policy import Policy
@@ -41,7 +42,7 @@ from seal_graph.training.preferences import (
     target_pairs,
 )
 from seal_graph.training.report import hard_negative_section
-from seal_graph.training.resources import LoopRun, console
+from seal_graph.training.resources import LoopRun
 from seal_graph.training.sft import expert_episode, task_tools
 from seal_graph.training.weight_sync import Probe, WeightSync, reference_probe
 
@@ -112,7 +113,6 @@ class HardNegativeDPO(Algorithm):
         """Serve the failure agent's current adapter under its name, verified."""
         failure, sync = self.failure, self.failure_sync
         assert failure is not None and sync is not None
-        run.server_ready()
         probe = reference_probe(probe or default_probe(run), failure, sync.check)
         weights = failure.save_adapter(_failure_dir(run, failure.version))
         report = sync.swap(

@@ -25,7 +25,8 @@ from seal_graph.runners.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
 from seal_graph.training.advantages import key_statistics
-from seal_graph.training.resources import LoopRun, console
+from seal_graph.training.console import console
+from seal_graph.training.resources import LoopRun
 from seal_graph.training.sft import expert_dataset
 from seal_graph.training.sft import warm_start as sft_warm_start
 from seal_graph.training.weight_sync import Probe, reference_probe
@@ -68,7 +69,6 @@ def roll_out(
     endpoint: ModelEndpoint | None = None,
 ) -> RolloutBatchReport:
     """A batch into the run's store, resumable from the run's rollout checkpoints."""
-    run.server_ready()
     return asyncio.run(
         run_rollouts(
             run.config.env,
@@ -170,13 +170,11 @@ def sync_server(run: LoopRun, version: int) -> dict[str, Any]:
     """Bring the server to the policy's weights (at start, after a restart)."""
     if run.config.swap == "full" and version == 0:
         return {"ok": True, "seconds": 0.0, "note": "base weights already served"}
-    run.server_ready()
     return swap(run, version, probe=None)
 
 
 def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     """Serve policy `version` under the stable name, verified against the trainer."""
-    run.server_ready()
     probe = probe or default_probe(run)
     began = time.perf_counter()
     weights = run.weights_for(version)

@@ -11,23 +11,19 @@ versions (`training/run.py`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from seal_graph.serving import ModelEndpoint
 from seal_graph.store import TraceStore
 from seal_graph.training.config import TrainConfig
+from seal_graph.training.console import console
 from seal_graph.training.policy import Policy
 from seal_graph.training.weight_sync import WeightSync, probe_check
 
 if TYPE_CHECKING:
     from seal_graph.training.algorithms import Algorithm
-
-console = Console(stderr=True)
 
 
 @dataclass
@@ -43,14 +39,6 @@ class LoopRun:
     sync: WeightSync
     algorithm: Algorithm
     writer: Any = None
-    wait_for_server: Callable[[], None] = lambda: None
-    """Blocks until the run's server answers: a run that starts its own server trains
-    its warm start while vLLM loads, and waits only when it first needs the server."""
-
-    def server_ready(self) -> None:
-        """Wait for the server (once: later calls return at once)."""
-        self.wait_for_server()
-        self.wait_for_server = lambda: None
 
     def adapter_dir(self, version: int) -> Path:
         return self.run_dir / "adapters" / f"step-{version}"

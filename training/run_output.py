@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from seal_graph.training.resources import console
+from seal_graph.training.console import console
 
 LOG_FILE = "run.log"
 LIBRARIES = (
@@ -47,7 +47,7 @@ def send_library_output_to(run_dir: Path) -> Path:
         handler = logging.FileHandler(path, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    root.setLevel(logging.INFO)  # seal-graph's own records; libraries keep their levels
     transformers.utils.logging.disable_default_handler()
     transformers.utils.logging.disable_progress_bar()
     datasets.disable_progress_bars()
@@ -57,8 +57,7 @@ def send_library_output_to(run_dir: Path) -> Path:
     for name in LIBRARIES:
         library = logging.getLogger(name)
         library.handlers.clear()
-        library.propagate = True
-        library.setLevel(logging.INFO)
+        library.propagate = True  # levels stay the libraries' own
     return path
 
 
