@@ -302,7 +302,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         "ood": ood.model_dump(exclude={"seconds"}),
         "curve": [
             {
-                "iteration": r.iteration + 1,
+                "iteration": r.iteration,
                 "train_success": r.rollout.train_success,
                 "zero_signal_groups": r.train.zero_signal_groups,
                 "groups": r.train.groups,

@@ -67,7 +67,7 @@ def bench_main_command(work: Path) -> dict:
 
     lines = (clone / "runs/cpu/metrics.jsonl").read_text().splitlines()
     stages = {
-        f"iteration {r.iteration + 1} {stage}": round(r.stage_seconds(stage), 1)
+        f"iteration {r.iteration} {stage}": round(r.stage_seconds(stage), 1)
         for r in history_of([json.loads(line) for line in lines])
         for stage in STAGES
         if r.stage_seconds(stage)

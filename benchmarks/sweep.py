@@ -147,7 +147,7 @@ def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace
             by_category[val[task_id]].append(outcome)
         rows.append(
             {
-                "iteration": record.iteration + 1,
+                "iteration": record.iteration,
                 "greedy": 100 * evaluation.success,
                 "ci": [100 * x for x in evaluation.ci] if evaluation.ci else None,
                 "by_category": {

@@ -274,7 +274,7 @@ def evaluate(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
 def finish(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     record = IterationMetrics.model_validate(
         {
-            "iteration": state["iteration"],
+            "iteration": state["iteration"] + 1,  # from 1, as the console and report
             "policy_version": state["served_version"],
             "interface_version": state["interface"]["version"],
             **state["current"],

@@ -145,7 +145,7 @@ def test_whole_loop_wiring_with_fake_model_and_fake_trainer(tmp_path: Path) -> N
         run.close()
 
     history = output["history"]
-    assert [r["iteration"] for r in history] == [0, 1]
+    assert [r["iteration"] for r in history] == [1, 2]
     for record in history:
         assert {"rollout", "diagnose", "evolve", "train", "swap", "evaluate"} <= set(record)
         assert record["rollout"]["episodes"] == 4 and record["evaluate"]["episodes"] == 2

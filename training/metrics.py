@@ -151,7 +151,10 @@ class EvaluateMetrics(SplitResult):
 class IterationMetrics(BaseModel):
     """One finished iteration."""
 
-    iteration: int
+    iteration: int = Field(
+        description="The iteration's number, from 1 (as the console, the report and the "
+        "store's batch ids `RUN/itN` number it)."
+    )
     policy_version: int = Field(description="Policy version served at the iteration's end.")
     interface_version: int
     rollout: RolloutMetrics = Field(default_factory=RolloutMetrics)

@@ -39,7 +39,7 @@ def plot_success(
     history: list[IterationMetrics], baseline: dict[str, Any], warm: dict[str, Any], path: Path
 ) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    its = [r.iteration + 1 for r in history]
+    its = [r.iteration for r in history]
     ax.plot(
         its,
         [r.rollout.train_success for r in history],
@@ -49,7 +49,7 @@ def plot_success(
     evals = [(0, baseline.get("success"))] if baseline else []
     if warm:
         evals.append((0.5, warm.get("eval_success")))
-    evals += [(r.iteration + 1, r.evaluate.success) for r in history if r.evaluate]
+    evals += [(r.iteration, r.evaluate.success) for r in history if r.evaluate]
     if evals:
         ax.plot(*zip(*evals, strict=True), "s--", label="evaluation (base interface, T=0)")
     _save(
@@ -67,7 +67,7 @@ def plot_success(
 def plot_labels(history: list[IterationMetrics], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     labels = sorted({k for r in history for k in r.diagnose.label_prevalence})
-    its = [r.iteration + 1 for r in history]
+    its = [r.iteration for r in history]
     for label in labels:
         ax.plot(
             its,
@@ -89,7 +89,7 @@ def plot_labels(history: list[IterationMetrics], path: Path) -> None:
 
 def plot_advantages(history: list[IterationMetrics], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    its = [r.iteration + 1 for r in history]
+    its = [r.iteration for r in history]
     ax.plot(its, [r.rollout.train_reward for r in history], "o-", label="mean reward")
     ax.plot(
         its,
@@ -146,7 +146,7 @@ def training_step_section(history: list[IterationMetrics]) -> list[str]:
         if not t.get("episode_tokens"):
             continue
         lines.append(
-            f"| {r.iteration + 1} | {t['episodes']:.0f} | "
+            f"| {r.iteration} | {t['episodes']:.0f} | "
             f"{t.get('episodes_split_into_calls', 0)} | "
             f"{t['forwarded_tokens'] / t['episode_tokens']:.2f} | {t['padding_share']:.1%} | "
             f"{t['tokens_per_second']:.0f} | {t['optimizer_steps']:.0f} | "
@@ -187,7 +187,7 @@ def diagnosis_weight_section(history: list[IterationMetrics]) -> list[str]:
         abstentions = sum(r.diagnose.tag_counts.get(t, 0) for t in ABSTENTION_TAGS)
         share = _pct(abstentions / tagged) if tagged else "—"
         lines.append(
-            f"| {r.iteration + 1} | {values} | {share} | {_pct(r.train.reweighted_share)} |"
+            f"| {r.iteration} | {values} | {share} | {_pct(r.train.reweighted_share)} |"
         )
     return lines
 
@@ -214,7 +214,7 @@ def hard_negative_section(history: list[IterationMetrics]) -> list[str]:
         failure = r.rollout.failure_agent
         agent = r.train.failure_agent or DPORound()
         lines.append(
-            f"| {r.iteration + 1} | {neg.count:.0f} | "
+            f"| {r.iteration} | {neg.count:.0f} | "
             f"{neg.mean_progress:.2f} | {neg.best_progress:.2f} | "
             f"{_pct(r.train.negatives and neg.near_success)} | {target.pairs:.0f} | "
             f"{_num(target.train_loss, nan):.4f} | "
@@ -330,7 +330,7 @@ def write_report(
         )
         loss = None if r.train.loss is None else round(r.train.loss, 4)
         lines.append(
-            f"| {r.iteration + 1} | {_pct(r.rollout.train_success)} | "
+            f"| {r.iteration} | {_pct(r.rollout.train_success)} | "
             f"{_pct(r.evaluate.success if r.evaluate else None)} | "
             f"{r.train.zero_signal_groups}/{r.train.groups} | {r.train.samples} | {loss} | "
             f"v{r.interface_version} | {swap_text} | {r.rollout.requests_in_flight or '—'} | "
@@ -344,7 +344,7 @@ def write_report(
             lines.append(f"- **{a.kind}** `{a.key}` (since v{a.since_version}): {a.text}")
     else:
         lines.append("- the base interface (no adaptation)")
-    changes = [(r.iteration + 1, r.evolve.change) for r in history]
+    changes = [(r.iteration, r.evolve.change) for r in history]
     lines += ["", "Changes by iteration:", ""]
     lines += [f"- iteration {it}: {change}" for it, change in changes if change]
     lines += [

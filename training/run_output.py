@@ -36,17 +36,20 @@ LIBRARIES = (
 
 def send_library_output_to(run_dir: Path) -> Path:
     """Route library logging, warnings and progress bars to `run_dir/run.log` (appending:
-    a resumed run keeps its earlier log). Idempotent."""
+    a resumed run keeps its earlier log), instead of an earlier run's log file."""
     import datasets
     import huggingface_hub
     import transformers
 
     path = run_dir / LOG_FILE
     root = logging.getLogger()
-    if not any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in root.handlers):
-        handler = logging.FileHandler(path, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
+    for earlier in [h for h in root.handlers if getattr(h, "seal_graph_run_log", False)]:
+        root.removeHandler(earlier)  # an earlier run in this process (a sweep, a test)
+        earlier.close()
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.seal_graph_run_log = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
     root.setLevel(logging.INFO)  # seal-graph's own records; libraries keep their levels
     transformers.utils.logging.disable_default_handler()
     transformers.utils.logging.disable_progress_bar()
