@@ -53,14 +53,15 @@ async def test_cycle_labels_the_batch_and_commits_a_new_interface(tmp_path) -> N
     interface = store.latest_interface("batch")
     assert interface.version == 1
     assert GUIDELINES["missing_tool_call"] in interface.system_prompt(None)
-    # the same batch again under version 0 proposes nothing new
-    again = await graph.ainvoke(
-        {"store_path": str(path), "run_id": "batch", "interface_version": 0}
-    )
-    assert again["changed"] is False and again["version"] == 1
-    # the latest version (1) has no batch yet: the error says what to run instead
+    # the same batch again (by default the version it ran under, 0) proposes version 1
+    # again, which is stored already: kept, not replaced
+    again = await graph.ainvoke({"store_path": str(path), "run_id": "batch"})
+    assert (again["previous_version"], again["version"]) == (0, 1)
+    assert again["interface_written"] is False
+    assert TraceStore(path).interfaces("batch") == [interface]
+    # version 1 has no batch yet: the error says what to run instead
     with pytest.raises(Exception, match=r"ran under version\(s\) 0: .*--interface-version 0"):
-        await graph.ainvoke({"store_path": str(path), "run_id": "batch"})
+        await graph.ainvoke({"store_path": str(path), "run_id": "batch", "interface_version": 1})
 
 
 async def test_a_batch_without_episodes_is_a_clear_error(tmp_path) -> None:
