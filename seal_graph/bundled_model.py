@@ -9,8 +9,10 @@ which SmolLM2's own template ignores.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.resources
 import importlib.util
+import io
 import json
 import shutil
 import subprocess
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -151,14 +154,27 @@ def _convert(gguf: Path, target: Path) -> None:
             "pip install 'seal-graph[train]'"
         ) from exc
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent,
-        gguf_file=gguf.name,
-        dtype=torch.float32,
-        quantization_config=GgufConfig(dequantize=True),
-    )
-    tokenizer.chat_template = hermes_chat_template()
+    # the converter's per-tensor progress bars would bury the one line this step prints;
+    # what it writes is kept and shown only if the conversion fails
+    chatter = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(chatter):
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                gguf.parent,
+                gguf_file=gguf.name,
+                dtype=torch.float32,
+                quantization_config=GgufConfig(dequantize=True),
+            )
+            tokenizer.chat_template = hermes_chat_template()
+            _save_atomically(model, tokenizer, gguf, target)
+    except BaseException:
+        sys.stderr.write(chatter.getvalue()[-4000:])
+        raise
+
+
+def _save_atomically(model: Any, tokenizer: Any, gguf: Path, target: Path) -> None:
+    """Write the checkpoint beside `target`, then rename it into place."""
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         model.save_pretrained(staging)
