@@ -82,7 +82,8 @@ class LoopState(LoopInput, LoopOutput, total=False):
     """Progress of the run (checkpointed): everything a resume needs."""
 
     iteration: int
-    """Current iteration (0-based)."""
+    """Iterations finished so far (the one in progress is number `iteration + 1`, as the
+    console, the report and the store's batch ids `RUN/itN` number it)."""
     policy_version: int
     """Optimiser steps the policy has taken (its saved adapter is `adapters/step-N`)."""
     served_version: int
