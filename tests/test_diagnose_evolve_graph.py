@@ -113,7 +113,7 @@ def test_cli_evolve_agrees_with_the_loops_labels_and_never_overwrites_them(
     batch of a user environment; `seal-graph evolve --env` on the same batch prints the
     same label table and leaves the stored labels, and the interface the loop evolved
     from the batch under the run's id, as they were."""
-    from test_example_env import EXAMPLES
+    from example_envs import EXAMPLES
 
     from seal_graph import evolution, registry
     from seal_graph.diagnosis import label_statistics

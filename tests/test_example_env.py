@@ -7,39 +7,27 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 import pytest
+from example_envs import EXAMPLES, load_example, track_sessions
 
 from seal_graph.diagnosis import diagnose_episode
 from seal_graph.reference import replay_calls
 from seal_graph.registry import get_environment
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
 
 @pytest.fixture
 def env(monkeypatch):
-    monkeypatch.chdir(EXAMPLES)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    return get_environment("notes_env:make_env")
+    return load_example(monkeypatch, "notes_env:make_env")
 
 
 def test_reference_solutions_pass_and_folders_are_cleaned_up(env) -> None:
     assert get_environment("notes") is env
-    opened = []
-    original = env.open
-
-    def tracking(task):
-        session = original(task)
-        opened.append(session.state.folder)
-        return session
-
-    env.open = tracking
+    sessions = track_sessions(env)
     for task in env.tasks("train")[:6]:
         _, verdict = asyncio.run(replay_calls(env, task, task.reference))
         assert verdict.success, task.id
-    assert opened and not any(folder.exists() for folder in opened)
+    assert sessions and not any(session.state.folder.exists() for session in sessions)
 
 
 def test_a_wrong_note_is_diagnosed_and_a_missing_one_is_a_tool_error(env) -> None:

@@ -7,10 +7,9 @@ one; every reference reaches the warm start (replies included); databases are re
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
+from example_envs import load_example, track_sessions
 
 from seal_graph.interface import (
     BASE_INTERFACE,
@@ -20,36 +19,24 @@ from seal_graph.interface import (
     evolve,
 )
 from seal_graph.reference import replay_calls
-from seal_graph.registry import get_environment
 from seal_graph.training.settings import WarmStartSettings
 from seal_graph.training.sft import expert_dataset
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 @pytest.fixture
 def env(monkeypatch):
-    monkeypatch.chdir(EXAMPLES)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    return get_environment("sql_shop:make_env")
+    return load_example(monkeypatch, "sql_shop:make_env")
 
 
 def test_references_pass_and_every_database_is_removed(env) -> None:
-    opened = []
-    original = env.open
-
-    def tracking(task):
-        session = original(task)
-        opened.append(session.state)
-        return session
-
-    env.open = tracking
+    sessions = track_sessions(env)
     tasks = env.tasks("train") + env.tasks("test")
     assert {t.metadata["category"] for t in tasks} == {"answer", "database"}
     for task in tasks:
         _, verdict = asyncio.run(replay_calls(env, task, task.reference))
         assert verdict.success, task.id
-    assert len(opened) == len(tasks) and not any(path.exists() for path in opened)
+    assert len(sessions) == len(tasks)
+    assert not any(session.state.exists() for session in sessions)
 
 
 def test_a_wrong_answer_or_a_wrong_change_fails(env) -> None:
