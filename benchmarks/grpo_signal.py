@@ -99,6 +99,20 @@ def kept_rows(args: argparse.Namespace) -> list[dict]:
     return [r for r in rows if (r["tasks"], r["group"]) == (args.tasks, args.group)]
 
 
+def _warm_start(row: dict) -> str:
+    if row["warm_steps"]:
+        return str(row["warm_steps"])
+    return f"kept then ({row['kept_steps']} steps)" if "kept_steps" in row else "kept then"
+
+
+def kept_steps() -> int | None:
+    """The SFT steps of the learning benchmark's kept warm start, as recorded."""
+    path = RESULTS / "learning" / "warm-start.json"
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))["settings"].get("steps")
+
+
 def write(rows: list[dict], args: argparse.Namespace) -> None:
     rows = sorted(rows, key=lambda r: (r["warm_steps"], r["temperature"]))
     (RESULTS / "grpo_signal.json").write_text(
@@ -114,15 +128,16 @@ def write(rows: list[dict], args: argparse.Namespace) -> None:
         "`cpu` preset's other rollout settings, the base interface. A group is mixed when "
         "its episodes' rewards are not all equal: only those give GRPO a gradient. Warm "
         "start: SFT steps of the `cpu` preset's warm start (kept = the learning "
-        "benchmark's shared warm start when the row was measured; 12 steps on 2026-12-01).",
+        "benchmark's shared warm start as it was when the row was measured, with its steps "
+        "then; not necessarily today's). kv-calc: the environment the row was measured on.",
         "",
         "| warm start | temperature | episodes | training success | mixed groups | seconds "
-        "| command |",
-        "|---|---|---|---|---|---|---|",
+        "| kv-calc | command |",
+        "|---|---|---|---|---|---|---|---|",
         *(
-            f"| {r['warm_steps'] or 'kept'} | {r['temperature']} | {r['episodes']} | "
+            f"| {_warm_start(r)} | {r['temperature']} | {r['episodes']} | "
             f"{100 * r['success']:.0f}% | {100 * r['mixed_groups']:.0f}% | {r['seconds']} | "
-            f"{commands.index(r['command']) + 1} |"
+            f"{r.get('kv_calc', '?')} | {commands.index(r['command']) + 1} |"
             for r in rows
         ),
     ]
@@ -153,7 +168,9 @@ def main() -> None:
                 row = measure(server, tasks, temperature, args.group, work)
                 key = (steps, temperature)
                 rows = [r for r in rows if (r["warm_steps"], r["temperature"]) != key]
-                rows.append({"warm_steps": steps, **row, **sizes, "command": command})
+                kept = {"kept_steps": kept_steps()} if steps == 0 else {}
+                about = {"kv_calc": "four categories", **kept}
+                rows.append({"warm_steps": steps, **row, **sizes, **about, "command": command})
                 print(json.dumps(rows[-1]), flush=True)
                 write(rows, args)
 
