@@ -3,6 +3,8 @@ temperature, the learning rate, the group size and the iterations of the `cpu` p
 
     .venv/bin/python benchmarks/sweep.py              # the warm-start grid
     .venv/bin/python benchmarks/sweep.py --warm-steps 24 --temperatures 0.7 1.0
+    .venv/bin/python benchmarks/sweep.py --warm-steps --more-temperatures 23 \
+        --temperatures 0.5 0.7 1.0
     .venv/bin/python benchmarks/sweep.py --warm-steps --train-from 23 \
         --learning-rates 2e-5 5e-5 1e-4 --group-sizes 4 8 --iterations 3
 
@@ -93,20 +95,43 @@ def measure(steps: int, args: argparse.Namespace) -> dict[str, Any]:
         row.update(
             greedy=per_category, greedy_overall=overall["accuracy"], serving_dtype=server.dtype
         )
-        for temperature in args.temperatures:
-            name = f"t{temperature}"
-            sampling = config.rollout.model_copy(
-                update={"temperature": temperature, "group_size": args.group}
-            )
-            ids = [t.id for t in tasks][: args.sampled_tasks]
-            asyncio.run(rollouts(server, ids, store, name, sampling, mode="train"))
-            row["sampled"][str(temperature)] = sampled_signal(
-                store.episodes(name), {t.id: category(t) for t in tasks}
-            )
+        row["sampled"] = sampled_rows(server, config, tasks, store, args)
     store.close()
     row["room_on_every_category"] = all(c["accuracy"] <= ROOM for c in row["greedy"].values())
     row["minutes"] = (time.perf_counter() - began) / 60
     return row
+
+
+def sampled_rows(
+    server: ModelServer, config: Any, tasks: list, store: TraceStore, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Per temperature, sampled success and mixed groups on the first `sampled_tasks`."""
+    found = {}
+    for temperature in args.temperatures:
+        name = f"t{temperature}"
+        sampling = config.rollout.model_copy(
+            update={"temperature": temperature, "group_size": args.group}
+        )
+        ids = [t.id for t in tasks][: args.sampled_tasks]
+        asyncio.run(rollouts(server, ids, store, name, sampling, mode="train"))
+        found[str(temperature)] = sampled_signal(
+            store.episodes(name), {t.id: category(t) for t in tasks}
+        )
+    return found
+
+
+def more_temperatures(steps: int, row: dict[str, Any], args: argparse.Namespace) -> dict:
+    """`--temperatures` on a kept warm start (its merged model under `--out`), added to
+    its row: no new SFT, so the row's greedy results stay those of the same model."""
+    work = args.out / f"steps-{steps}"
+    if not (work / "model" / "config.json").is_file():
+        raise SystemExit(f"{work / 'model'} holds no model: run the grid with {steps} first")
+    tasks = select_tasks(get_environment("kv-calc"), "val", None, args.limit)
+    store = TraceStore(work / "traces.sqlite")  # a temperature measured before is kept
+    with ModelServer.start(ServerSettings(model=str(work / "model"), enable_lora=False)) as server:
+        added = sampled_rows(server, preset(steps), tasks, store, args)
+    store.close()
+    return {**row, "sampled": {**row["sampled"], **added}}
 
 
 def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace) -> dict:
@@ -258,6 +283,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--warm-steps", type=int, nargs="*", default=[20, 22, 23, 25])
     parser.add_argument("--train-from", type=int, help="Warm-start steps the loop runs from.")
+    parser.add_argument(
+        "--more-temperatures", type=int, help="Warm-start steps whose kept model samples "
+        "at --temperatures (added to its row, no new SFT).",
+    )  # fmt: skip
     parser.add_argument("--learning-rates", type=float, nargs="+", default=[5e-5])
     parser.add_argument("--group-sizes", type=int, nargs="+", default=[4])
     parser.add_argument("--iterations", type=int, default=3)
@@ -276,6 +305,11 @@ def main() -> None:
         rows = [r for r in rows if r["steps"] != steps] + [row]
         write(rows, training, args)
         print(f"sweep: {steps} steps -> {row['greedy_overall']:.0f}% greedy on val", flush=True)
+    if args.more_temperatures is not None:
+        steps = args.more_temperatures
+        (row,) = [r for r in rows if r["steps"] == steps]
+        rows = [r for r in rows if r["steps"] != steps] + [more_temperatures(steps, row, args)]
+        write(rows, training, args)
     if args.train_from is None:
         return
     for lr in args.learning_rates:
