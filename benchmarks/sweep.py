@@ -86,7 +86,12 @@ def measure(steps: int, args: argparse.Namespace) -> dict[str, Any]:
     env = get_environment("kv-calc")
     tasks = select_tasks(env, "val", None, args.limit)
     store = TraceStore(work / "traces.sqlite")
-    row: dict[str, Any] = {"steps": steps, "sft_seconds": sft.get("seconds"), "sampled": {}}
+    row: dict[str, Any] = {
+        "steps": steps,
+        "sft_seconds": sft.get("seconds"),
+        "sampled": {},
+        "commands": [args.command],
+    }
     serving = ServerSettings(model=str(work / "model"), enable_lora=False)
     with ModelServer.start(serving) as server:
         greedy = config.rollout.greedy(config.eval.max_tokens)
@@ -131,7 +136,8 @@ def more_temperatures(steps: int, row: dict[str, Any], args: argparse.Namespace)
     with ModelServer.start(ServerSettings(model=str(work / "model"), enable_lora=False)) as server:
         added = sampled_rows(server, preset(steps), tasks, store, args)
     store.close()
-    return {**row, "sampled": {**row["sampled"], **added}}
+    commands = [*row.get("commands", []), args.command]
+    return {**row, "sampled": {**row["sampled"], **added}, "commands": commands}
 
 
 def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace) -> dict:
@@ -189,6 +195,7 @@ def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace
         "tasks_per_iteration": config.rollout.tasks_per_iteration,
         "iterations": rows,
         "minutes": (time.perf_counter() - began) / 60,
+        "commands": [args.command],
     }
 
 
@@ -207,22 +214,26 @@ def write(
     )
     categories = sorted({c for r in rows for c in r["greedy"]})
     temperatures = sorted({t for r in rows for t in r["sampled"]})
+    commands = list(dict.fromkeys(c for r in [*rows, *training] for c in r.get("commands", [])))
     lines = [
-        "# Warm start and temperature, chosen on `val`",
+        "# Settings chosen on `val`: warm start, temperature, learning rate, group size, "
+        "iterations",
         "",
-        f"`.venv/bin/python benchmarks/sweep.py {' '.join(sys.argv[1:])}`".replace(" `", "`")
-        + f" ({time.strftime('%Y-%m-%d %H:%M')}, "
-        f"{machine()}; success rates, which other load does not change). kv-calc `val`: "
-        f"{args.limit or 'all'} tasks round-robin over the categories, greedy; sampled: "
-        f"the first {args.sampled_tasks} of them x {args.group} episodes (mixed = a group "
-        "whose rewards differ, the only kind GRPO learns from). Never `test`.",
+        "Measured by (success rates, which other load does not change):",
+        "",
+        *(f"{i + 1}. `{command}`" for i, command in enumerate(commands)),
+        "",
+        f"kv-calc `val`: {args.limit or 'all'} tasks round-robin over the categories, "
+        f"greedy; sampled: the first {args.sampled_tasks} of them x {args.group} episodes "
+        "(mixed = a group whose rewards differ, the only kind GRPO learns from). Never "
+        "`test`.",
         "",
         "| SFT steps | greedy overall | "
         + " | ".join(f"greedy {c} [95%]" for c in categories)
         + " | "
         + " | ".join(f"T={t}: sampled / mixed groups" for t in temperatures)
-        + f" | all categories <= {ROOM:.0f}% |",
-        "|" + "---|" * (3 + len(categories) + len(temperatures)),
+        + f" | all categories <= {ROOM:.0f}% | commands |",
+        "|" + "---|" * (4 + len(categories) + len(temperatures)),
     ]
     for row in rows:
         cells = [
@@ -241,14 +252,22 @@ def write(
         lines.append(
             f"| {row['steps']} | {row['greedy_overall']:.0f}% | "
             + " | ".join(cells + signal)
-            + f" | {'yes' if row['room_on_every_category'] else 'no'} |"
+            + f" | {'yes' if row['room_on_every_category'] else 'no'} | "
+            f"{_numbers(row, commands)} |"
         )
     if training:
-        lines += training_table(training, args)
+        lines += training_table(training, commands, args)
     (RESULTS / "sweep.md").write_text("\n".join(lines) + "\n")
 
 
-def training_table(training: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+def _numbers(row: dict[str, Any], commands: list[str]) -> str:
+    """Which of the listed commands measured a row."""
+    return ", ".join(str(commands.index(c) + 1) for c in row.get("commands", []))
+
+
+def training_table(
+    training: list[dict[str, Any]], commands: list[str], args: argparse.Namespace
+) -> list[str]:
     """The loop's settings on `val`: one line per run and iteration."""
     categories = sorted({c for r in training for i in r["iterations"] for c in i["by_category"]})
     lines = [
@@ -262,8 +281,8 @@ def training_table(training: list[dict[str, Any]], args: argparse.Namespace) -> 
         "",
         "| warm start | learning rate | group size x tasks | iteration | greedy val [95%] | "
         + " | ".join(categories)
-        + " | train success | zero-signal groups | run minutes |",
-        "|" + "---|" * (8 + len(categories)),
+        + " | train success | zero-signal groups | run minutes | command |",
+        "|" + "---|" * (9 + len(categories)),
     ]
     for run in training:
         for it in run["iterations"]:
@@ -274,7 +293,7 @@ def training_table(training: list[dict[str, Any]], args: argparse.Namespace) -> 
                 f"{it['greedy']:.0f}%{ci} | "
                 + " | ".join(f"{it['by_category'].get(c, 0):.0f}%" for c in categories)
                 + f" | {it['train_success']:.0f}% | {it['zero_signal_groups']} | "
-                f"{run['minutes']:.0f} |"
+                f"{run['minutes']:.0f} | {_numbers(run, commands)} |"
             )
     return lines
 
@@ -296,6 +315,10 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--out", type=Path, default=ROOT / "runs/sweep")
     args = parser.parse_args()
+    args.command = (
+        f".venv/bin/python benchmarks/sweep.py {' '.join(sys.argv[1:])}".strip()
+        + f"  ({time.strftime('%Y-%m-%d %H:%M')}; {machine()})"
+    )
     existing = RESULTS / "sweep.json"
     earlier = json.loads(existing.read_text()) if existing.is_file() else {}
     rows, training = earlier.get("rows", []), earlier.get("training", [])
