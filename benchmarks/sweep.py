@@ -73,6 +73,7 @@ def sampled_signal(episodes: list, tasks: dict[str, str]) -> dict[str, Any]:
     return {
         "success": 100 * outcomes(episodes)["success"],
         "mixed_groups": {name: 100 * statistics.fmean(v) for name, v in sorted(mixed.items())},
+        "groups": len(rewards),
     }
 
 
@@ -224,14 +225,15 @@ def write(
         *(f"{i + 1}. `{command}`" for i, command in enumerate(commands)),
         "",
         f"kv-calc `val`: {args.limit or 'all'} tasks round-robin over the categories, "
-        f"greedy; sampled: the first {args.sampled_tasks} of them x {args.group} episodes "
-        "(mixed = a group whose rewards differ, the only kind GRPO learns from). Never "
-        "`test`.",
+        f"greedy; sampled: the first N of them x {args.group} episodes each (mixed = a "
+        "group whose rewards differ, the only kind GRPO learns from). Never `test`. The "
+        "`cpu` preset applies the rules of `benchmarks/sweep.py` to these tables; its "
+        "comments (`training/presets/cpu.toml`) say what each setting took.",
         "",
         "| SFT steps | greedy overall | "
         + " | ".join(f"greedy {c} [95%]" for c in categories)
         + " | "
-        + " | ".join(f"T={t}: sampled / mixed groups" for t in temperatures)
+        + " | ".join(f"T={t}: sampled / mixed of N groups" for t in temperatures)
         + f" | all categories <= {ROOM:.0f}% | commands |",
         "|" + "---|" * (4 + len(categories) + len(temperatures)),
     ]
@@ -245,6 +247,7 @@ def write(
         ]
         signal = [
             f"{row['sampled'][t]['success']:.0f}% / {row['sampled'][t]['mixed_groups']['all']:.0f}%"
+            f" of {row['sampled'][t].get('groups', args.sampled_tasks)}"
             if t in row["sampled"]
             else "—"
             for t in temperatures
