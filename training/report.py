@@ -186,9 +186,7 @@ def diagnosis_weight_section(history: list[IterationMetrics]) -> list[str]:
         tagged = sum(r.diagnose.tag_counts.values())
         abstentions = sum(r.diagnose.tag_counts.get(t, 0) for t in ABSTENTION_TAGS)
         share = _pct(abstentions / tagged) if tagged else "—"
-        lines.append(
-            f"| {r.iteration} | {values} | {share} | {_pct(r.train.reweighted_share)} |"
-        )
+        lines.append(f"| {r.iteration} | {values} | {share} | {_pct(r.train.reweighted_share)} |")
     return lines
 
 
