@@ -125,8 +125,8 @@ def test_report_shows_rho_for_the_tags_the_batches_carried() -> None:
         i: int, tags: dict[str, int], rho: dict[str, float], moved: float = 0.0
     ) -> IterationMetrics:
         return IterationMetrics(
-            iteration=i,
-            policy_version=i + 1,
+            iteration=i,  # numbered from 1, as the loop records them
+            policy_version=i,
             interface_version=1,
             diagnose=DiagnoseMetrics(tag_counts=tags),
             train=TrainMetrics(rho=rho, reweighted_share=moved),
@@ -134,8 +134,8 @@ def test_report_shows_rho_for_the_tags_the_batches_carried() -> None:
 
     table = {"spurious_tool_call": 2.0, "pass": 1.0}
     history = [
-        iteration(0, {"pass": 8, "spurious_tool_call": 2}, {**table, "pass": 1.05}, 0.25),
-        iteration(1, {"pass": 9, "state_mismatch": 1}, {**table, "state_mismatch": 1.02}),
+        iteration(1, {"pass": 8, "spurious_tool_call": 2}, {**table, "pass": 1.05}, 0.25),
+        iteration(2, {"pass": 9, "state_mismatch": 1}, {**table, "state_mismatch": 1.02}),
     ]
     lines = diagnosis_weight_section(history)
     assert "| it | pass | spurious_tool_call | state_mismatch | abstention tags |" in lines[5]
@@ -143,7 +143,7 @@ def test_report_shows_rho_for_the_tags_the_batches_carried() -> None:
         "| 1 | 1.050 | 2.000 | 1.000 | 20% | 25% |",
         "| 2 | 1.000 | 2.000 | 1.020 | 0% | 0% |",
     ]
-    unweighted = [iteration(0, {"pass": 1}, {})]  # vanilla GRPO records no rho
+    unweighted = [iteration(1, {"pass": 1}, {})]  # vanilla GRPO records no rho
     assert diagnosis_weight_section(unweighted) == []
 
 
