@@ -111,7 +111,7 @@ def diagnose_turn(
 ) -> TurnDiagnosis:
     record = episode.turns[turn]
     evidence = record.evidence
-    events = [e for e in episode.tool_events if e.turn == turn]
+    events = episode.calls(turn)
     tag = paper_tag(evidence, events)
     facts = {
         "events": len(events),

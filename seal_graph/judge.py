@@ -37,7 +37,7 @@ class Judgement(BaseModel):
 
 
 def _prompt(episode: Episode, turn: int) -> list:
-    events = [e for e in episode.tool_events if e.turn == turn]
+    events = episode.calls(turn)
     taxonomy = "\n".join(f"- {name}: {DESCRIPTIONS[name]}" for name in JudgedLabel.__args__)
     transcript = {
         "user": episode.turns[turn].user_message,

@@ -299,10 +299,11 @@ def _snapshot(task: Task, state: KVState, turn: int, events: list[ToolEvent]) ->
     state.after_turn.append(dict(state.store))
 
 
-def _turn_evidence(task: Task, state: KVState, turn: int, called: bool) -> TurnEvidence:
-    """A turn passes iff the store matches the reference's store after it, and a turn
-    whose right response is no call (an abstention turn) made none."""
-    expected = reference_states(task)[turn]
+def _turn_evidence(
+    task: Task, state: KVState, turn: int, called: bool, expected: dict[str, float]
+) -> TurnEvidence:
+    """A turn passes iff the store matches `expected` (the reference's store after it),
+    and a turn whose right response is no call (an abstention turn) made none."""
     actual = state.after_turn[turn] if turn < len(state.after_turn) else None
     expects_calls = bool((task.reference or [])[turn])
     return TurnEvidence(
@@ -317,14 +318,15 @@ def _turn_evidence(task: Task, state: KVState, turn: int, called: bool) -> TurnE
 def check_turn(task: Task, state: KVState, turn: int, events: list[ToolEvent]) -> bool:
     """Whether a just-finished turn passed (evaluation stops an episode at its first
     failed turn: success needs every turn)."""
-    return _turn_evidence(task, state, turn, called=bool(events)).passed
+    expected = reference_states(task)[turn]
+    return _turn_evidence(task, state, turn, bool(events), expected).passed
 
 
 def verify(task: Task, state: KVState, episode: Episode) -> Verdict:
     """Success iff every turn passes (`_turn_evidence`); a turn never reached fails."""
     evidence = [
-        _turn_evidence(task, state, turn, any(e.turn == turn for e in episode.tool_events))
-        for turn in range(len(task.reference or []))
+        _turn_evidence(task, state, turn, bool(episode.calls(turn)), expected)
+        for turn, expected in enumerate(reference_states(task))
     ]
     success = bool(evidence) and all(item.passed for item in evidence)
     return Verdict(reward=float(success), success=success, turn_evidence=evidence)
