@@ -263,6 +263,11 @@ def write(
     (RESULTS / "sweep.md").write_text("\n".join(lines) + "\n")
 
 
+def _load(run: dict[str, Any]) -> str:
+    """What else ran beside a run, when something did (its minutes are not quiet)."""
+    return f" (under load: {run['load']})" if "load" in run else ""
+
+
 def _numbers(row: dict[str, Any], commands: list[str]) -> str:
     """Which of the listed commands measured a row."""
     return ", ".join(str(commands.index(c) + 1) for c in row.get("commands", []))
@@ -296,7 +301,7 @@ def training_table(
                 f"{it['greedy']:.0f}%{ci} | "
                 + " | ".join(f"{it['by_category'].get(c, 0):.0f}%" for c in categories)
                 + f" | {it['train_success']:.0f}% | {it['zero_signal_groups']} | "
-                f"{run['minutes']:.0f} | {_numbers(run, commands)} |"
+                f"{run['minutes']:.0f}{_load(run)} | {_numbers(run, commands)} |"
             )
     return lines
 
