@@ -92,6 +92,8 @@ class EvolveState(EvolveInput, EvolveOutput, total=False):
     """Turn labels per episode id."""
     current: dict[str, Any]
     """The interface version the batch ran under."""
+    lineage: str
+    """Whose interface versions the batch evolves (`TraceStore.interface_lineage`)."""
     proposed: dict[str, Any]
     """The proposed next version."""
 
@@ -132,6 +134,7 @@ def load_batch(state: EvolveState) -> dict[str, Any]:
         "episodes": [e.model_dump() for e in episodes],
         "current": current.model_dump(),
         "previous_version": current.version,
+        "lineage": lineage,
     }
 
 
@@ -188,12 +191,11 @@ def commit(state: EvolveState) -> dict[str, Any]:
         return {"interface_written": False}
     store = _store(state)
     try:
-        lineage = store.interface_lineage(state["run_id"])
-        taken = {v.version for v in store.interfaces(lineage)}
+        taken = {v.version for v in store.interfaces(state["lineage"])}
         proposed = InterfaceVersion.model_validate(state["proposed"])
         if proposed.version in taken:
             return {"interface_written": False}
-        store.save_interface(lineage, proposed)
+        store.save_interface(state["lineage"], proposed)
     finally:
         store.close()
     return {"interface_written": True}
