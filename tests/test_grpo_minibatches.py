@@ -165,3 +165,48 @@ def test_rows_forwarded_alone_score_as_the_padded_batch(policy: Policy, tmp_path
     assert torch.allclose(alone[0][real], padded[0][real], atol=1e-3)
     assert torch.allclose(alone[1][real], padded[1][real], atol=1e-3)
     assert (alone[0][~real] == 0).all()
+
+
+def test_scoring_the_agents_tokens_only_gives_their_logprobs_and_zero_elsewhere(
+    policy: Policy, tmp_path
+) -> None:
+    """The LM head runs at the agent's positions only: those logprobs match scoring the
+    whole completion; the tool result's positions (context) get 0."""
+    rows = _rows(policy)
+    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=2, precision="fp32")
+    trainer, _ = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
+    batch = trainer._padded([r.model_dump() for r in rows])
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    width = batch["completion_ids"].size(1)
+    agent = (batch["completion_mask"] * batch["agent_mask"]).bool()
+    with torch.no_grad():
+        everywhere = trainer._get_per_token_logps_and_entropies(policy.model, ids, mask, width)[0]
+        with trainer._scoring(agent.long()):
+            scored = trainer._get_per_token_logps_and_entropies(policy.model, ids, mask, width)[0]
+    assert torch.allclose(scored[agent], everywhere[agent], atol=1e-4)
+    assert (scored[~agent] == 0).all() and (everywhere[3, 1:3] != 0).all()
+
+
+def test_a_token_bound_shrinks_the_micro_batches_of_a_reused_trainer(
+    policy: Policy, tmp_path, monkeypatch
+) -> None:
+    """Micro-batches bounded by tokens: the same trainer takes all four samples in one
+    micro-batch, then, with a bound below two samples' length, one at a time."""
+    calls: list[int] = []
+    original = TraceGRPOTrainer._compute_loss
+
+    def counted(self, model, inputs):
+        calls.append(inputs["completion_ids"].size(0))
+        return original(self, model, inputs)
+
+    monkeypatch.setattr(TraceGRPOTrainer, "_compute_loss", counted)
+    rows = _rows(policy)
+    longest = max(len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rows)
+    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=2, precision="fp32")
+    trainer, first = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
+    bounded = config.model_copy(update={"micro_batch_tokens": 2 * longest - 1})
+    _, second = grpo_step(policy.model, policy.tokenizer, rows, bounded, tmp_path, trainer)
+    assert calls == [4, 1, 1, 1, 1]
+    assert (first["micro_batch_rows"], second["micro_batch_rows"]) == (4, 1)
+    assert first["optimizer_steps"] == second["optimizer_steps"] == 1  # accumulated

@@ -44,21 +44,21 @@ the loss aggregation unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from accelerate import PartialState
 from datasets import Dataset
 from torch.utils.data import Sampler
 from transformers.trainer_pt_utils import LengthGroupedSampler
 from trl import GRPOConfig, GRPOTrainer
-from trl.trainer.utils import selective_log_softmax, selective_log_softmax_and_entropy
 
 from seal_graph.records import TrainingSample
 from seal_graph.training.compute import (
@@ -69,6 +69,7 @@ from seal_graph.training.compute import (
 )
 from seal_graph.training.run_output import show_steps
 from seal_graph.training.settings import OptimConfig
+from seal_graph.training.token_logprobs import chosen_logprobs
 
 
 def _never_called(*args: Any, **kwargs: Any) -> list[float]:
@@ -123,6 +124,9 @@ class TraceGRPOTrainer(GRPOTrainer):
     #: pass (a batch without `old_per_token_logps`); None otherwise.
     _on_policy_batch: dict[str, Any] | None = None
 
+    #: Completion positions the next forwards score (`_scoring`); None: all of them.
+    _scored: torch.Tensor | None = None
+
     #: Optimiser state to start from (a launched step continues the previous step's Adam
     #: moments from the file the previous process wrote).
     initial_optimizer_state: Path | None = None
@@ -158,41 +162,56 @@ class TraceGRPOTrainer(GRPOTrainer):
         **multimodal: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """TRL's per-token logprobs (and entropies), each row forwarded alone, cut to its
-        own tokens, and scored only where its completion is.
+        own tokens, and scored only where the agent's tokens are.
 
         A micro-batch's rows are padded to its longest (left-padded prompt, right-padded
         completion). Forwarded as one batch, the padding costs compute and memory, and
         TRL's fused LM head projects every position off a GPU, the first prompt's too.
-        Alone, a row is exactly the sequence the server saw, from position 0, and the LM
-        head runs on its completion positions only (`logits_to_keep`). On 8 of the
-        learning benchmark's episodes the step took 92 s instead of 143 s and peaked at
-        8.6 GB instead of 12.5 (`benchmarks/performance.py --only step`), with the same
-        loss. The results are laid back out in the padded batch's shape."""
+        Alone, a row is exactly the sequence the server saw, from position 0. The LM head
+        runs only at the positions that predict a token the loss falls on (`_scored`: the
+        agent's sampled tokens; every completion token when unset): a whole episode's
+        tool results and user turns are context, and full-vocabulary logits over them
+        were most of a step's memory (`token_logprobs`). The results are laid back out in
+        the padded batch's shape, 0 at unscored positions (masked out of the loss)."""
         if compute_aux_loss or any(value is not None for value in multimodal.values()):
             raise NotImplementedError("trajectory rows are text-only, dense-model rows")
         completion_start = input_ids.size(1) - logits_to_keep
+        scored = self._scored if self._scored is not None else attention_mask[:, completion_start:]
         logps, entropies = [], []
-        for ids, mask in zip(input_ids, attention_mask, strict=True):
+        for ids, mask, keep in zip(input_ids, attention_mask, scored.bool(), strict=True):
             real = mask.nonzero()[:, 0]  # one contiguous span: prompt then completion
-            row = ids[None, int(real[0]) : int(real[-1]) + 1]
-            kept = int(real[-1]) + 1 - completion_start
-            with self.accelerator.autocast():
-                logits = model(input_ids=row, logits_to_keep=kept + 1, use_cache=False).logits
-            scores, chosen = logits[:, :-1], row[:, -kept:]
-            if compute_entropy:  # as TRL's: a statistic, no gradient through it
-                row_logps, row_entropy = selective_log_softmax_and_entropy(
-                    scores, chosen, False, self.temperature
+            first = int(real[0])
+            row = ids[None, first : int(real[-1]) + 1]
+            targets = keep.nonzero()[:, 0]  # completion indices scored
+            row_logps = torch.zeros(logits_to_keep, device=ids.device)
+            row_entropy = torch.zeros(logits_to_keep, device=ids.device)
+            if targets.numel():
+                positions = targets + completion_start - first - 1  # the state before each
+                with self.accelerator.autocast():
+                    logits = model(input_ids=row, logits_to_keep=positions, use_cache=False).logits
+                chosen, entropy = chosen_logprobs(
+                    logits[0], row[0, positions + 1], self.temperature, compute_entropy
                 )
-                entropies.append(F.pad(row_entropy, (0, logits_to_keep - kept)))
-            else:
-                row_logps = selective_log_softmax(scores, chosen, self.temperature)
-            logps.append(F.pad(row_logps, (0, logits_to_keep - kept)))
-        per_token_logps = torch.cat(logps)
+                row_logps = row_logps.index_put((targets,), chosen)
+                if entropy is not None:
+                    row_entropy = row_entropy.index_put((targets,), entropy)
+            logps.append(row_logps)
+            entropies.append(row_entropy)
+        per_token_logps = torch.stack(logps)
         batch, self._on_policy_batch = self._on_policy_batch, None  # the policy's forward
         if batch is not None:
             weight = self._importance_weight(per_token_logps.detach(), batch)
             batch["advantages"] = batch["advantages"] * weight
-        return per_token_logps, torch.cat(entropies) if compute_entropy else None, None
+        return per_token_logps, torch.stack(entropies) if compute_entropy else None, None
+
+    @contextlib.contextmanager
+    def _scoring(self, mask: torch.Tensor) -> Iterator[None]:
+        """Forwards inside score only where `mask` (completion-shaped) is 1."""
+        self._scored = mask
+        try:
+            yield
+        finally:
+            self._scored = None
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         """TRL's loss; a batch without behaviour logprobs gets its importance weights from
@@ -200,7 +219,8 @@ class TraceGRPOTrainer(GRPOTrainer):
         if inputs.get("old_per_token_logps") is None:
             self._on_policy_batch = inputs
         try:
-            return super()._compute_loss(model, inputs)
+            with self._scoring(inputs["completion_mask"] * inputs["tool_mask"]):
+                return super()._compute_loss(model, inputs)
         finally:
             self._on_policy_batch = None
 
@@ -225,12 +245,13 @@ class TraceGRPOTrainer(GRPOTrainer):
         for start in range(0, len(order), size):
             chunk = order[start : start + size]
             batch = self._padded([rows[i] for i in chunk])
-            logps, _, _ = self._get_per_token_logps_and_entropies(
-                self.model,
-                torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1),
-                torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1),
-                batch["completion_ids"].size(1),
-            )
+            with self._scoring(batch["completion_mask"] * batch["agent_mask"]):
+                logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model,
+                    torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1),
+                    torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1),
+                    batch["completion_ids"].size(1),
+                )
             for row, index in enumerate(chunk):
                 out[index] = logps[row, : len(rows[index]["completion_token_ids"])].tolist()
         return out
@@ -296,7 +317,8 @@ class TraceGRPOTrainer(GRPOTrainer):
             output["advantages"] = output["advantages"] * self._importance_weight(old_logps, output)
         if self.beta != 0.0:
             model = self.accelerator.unwrap_model(self.model)
-            with torch.no_grad(), model.disable_adapter():
+            scored = output["completion_mask"] * agent_mask
+            with torch.no_grad(), model.disable_adapter(), self._scoring(scored):
                 ref, _, _ = self._get_per_token_logps_and_entropies(
                     self.model,
                     torch.cat([output["prompt_ids"], output["completion_ids"]], 1),
@@ -306,6 +328,18 @@ class TraceGRPOTrainer(GRPOTrainer):
                 )
             output["ref_per_token_logps"] = ref
         return output
+
+
+def micro_batch_rows(rows: list[TrainingSample], config: OptimConfig) -> int:
+    """Samples per micro-batch: `micro_batch` pairs, fewer when `micro_batch_tokens`
+    bounds them (counted at the longest sample, so every micro-batch fits), at least one
+    and at most the step's samples. A micro-batch of one is the same loss: TRL averages
+    each sample's tokens, then the micro-batch's samples, then the accumulated ones."""
+    size = 2 * config.micro_batch
+    if config.micro_batch_tokens is not None:
+        longest = max(len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rows)
+        size = min(size, config.micro_batch_tokens // longest)
+    return max(1, min(size, len(rows)))
 
 
 def grpo_step(
@@ -331,8 +365,8 @@ def grpo_step(
         rows = random.Random(len(rows)).sample(rows, config.max_samples)
     if not rows:
         return trainer, {"samples": 0.0}
-    micro = min(config.micro_batch, len(rows))
-    batches = -(-len(rows) // (2 * micro * PartialState().num_processes))
+    micro = micro_batch_rows(rows, config)
+    batches = -(-len(rows) // (micro * PartialState().num_processes))
     accumulation = max(1, -(-batches // config.mini_batches))
     records = [{**r.model_dump(), "prompt": ""} for r in rows]
     if trainer is None:
@@ -343,7 +377,7 @@ def grpo_step(
             epsilon=config.epsilon,
             loss_type=config.loss_type,
             num_generations=2,
-            per_device_train_batch_size=2 * micro,
+            per_device_train_batch_size=2,  # a pair passes the checks; set below
             gradient_accumulation_steps=1,
             steps_per_generation=1,
             num_train_epochs=config.epochs,
@@ -365,7 +399,9 @@ def grpo_step(
         )
         trainer.initial_optimizer_state = optimizer_state
         show_steps(trainer, "GRPO step")
-    trainer.args.per_device_train_batch_size = 2 * micro
+    # set after the config's checks (which want pairs: GRPO's groups; ours were formed
+    # at rollout time), on the trainer's copy too: a reused trainer keeps its first size
+    trainer.args.per_device_train_batch_size = trainer._train_batch_size = micro
     trainer.tis_cap = config.tis_cap
     trainer.mismatch = ServingMismatch()
     if config.epochs > 1 or accumulation < batches:  # later mini-batches are off-policy
@@ -388,6 +424,7 @@ def grpo_step(
     metrics.update(
         samples=float(len(rows)),
         calls=float(sum(r.calls for r in rows)),
+        micro_batch_rows=float(micro),
         optimizer_steps=float(trainer.state.global_step),
         forwarded_tokens=float(counts["forwarded"]),
         padding_share=1 - counts["real"] / counts["forwarded"] if counts["forwarded"] else 0.0,

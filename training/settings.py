@@ -67,7 +67,19 @@ class OptimConfig(_Settings):
     beta: float = Field(default=0.001, ge=0, description="KL coefficient (0 = no reference).")
     epsilon: float = Field(default=0.2, gt=0, description="Clip range of the ratio.")
     epochs: int = Field(default=1, ge=1, description="Passes over a batch.")
-    micro_batch: int = Field(default=2, ge=1, description="Samples per forward pass.")
+    micro_batch: int = Field(
+        default=2,
+        ge=1,
+        description="Pairs of samples per micro-batch (TRL takes them two by two): the "
+        "rows whose activations are held together until the backward pass.",
+    )
+    micro_batch_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Bound on a micro-batch's tokens: each step uses as many pairs (up to "
+        "`micro_batch`) as fit, counted at the step's longest sample, never fewer than "
+        "one. What bounds the trainer's memory: it grows with the tokens held at once.",
+    )
     loss_type: str = Field(default="grpo", description="TRL's loss aggregation (`loss_type`).")
     max_grad_norm: float = Field(default=1.0, gt=0, description="Gradient clipping norm.")
     drop_zero_advantage: bool = Field(
