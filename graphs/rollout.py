@@ -260,6 +260,7 @@ async def agent(state: RolloutState, runtime: Runtime[RolloutContext]) -> dict[s
         finish_reason=reply.response_metadata.get("finish_reason"),
         seconds=time.perf_counter() - began,
         endpoint=ctx.base_url,
+        served_version=tokens.served_version if tokens else None,
     )
     update: dict[str, Any] = {
         "messages": [reply],

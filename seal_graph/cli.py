@@ -292,7 +292,13 @@ def train(
     model: ModelOpt = None,
     out: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
-    base_url: BaseUrlOpt = None,
+    base_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Train the policy running servers serve instead of starting one; repeat "
+            "for several (each is swapped and verified; one API key for all)."
+        ),
+    ] = None,
     api_key: ApiKeyOpt = None,
     assignments: Annotated[
         list[str] | None,

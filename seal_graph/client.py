@@ -48,6 +48,11 @@ class ServedTokens(BaseModel):
     completion_logprobs: list[float] = Field(
         description="Logprob of each sampled token under the serving policy."
     )
+    served_version: str | None = Field(
+        default=None,
+        description="The weights that answered (the server's `X-Seal-Policy-Version` "
+        "header; None from a server without a policy card).",
+    )
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -86,6 +91,7 @@ class ServedChatModel(ChatOpenAI):
         kwargs.setdefault("max_retries", 0)  # tenacity owns retries
         if kwargs.get("return_token_ids"):
             kwargs["logprobs"] = True
+            kwargs["include_response_headers"] = True  # the policy version that answered
             kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), "return_token_ids": True}
         super().__init__(**kwargs)
 
@@ -153,14 +159,18 @@ class ServedChatModel(ChatOpenAI):
         result = super()._create_chat_result(response, generation_info)
         if not self.return_token_ids:
             return result
+        from seal_graph.serving.policy_card import HEADER  # serving imports this module
+
         raw = response if isinstance(response, dict) else response.model_dump(warnings=False)
         prompt_ids = raw.get("prompt_token_ids") or []
+        headers = {k.lower(): v for k, v in ((generation_info or {}).get("headers") or {}).items()}
         for generation, choice in zip(result.generations, raw["choices"], strict=True):
             content = (choice.get("logprobs") or {}).get("content") or []
             generation.message.response_metadata["served_tokens"] = ServedTokens(
                 prompt_token_ids=prompt_ids,
                 completion_token_ids=choice.get("token_ids") or [],
                 completion_logprobs=[entry["logprob"] for entry in content],
+                served_version=headers.get(HEADER.lower()),
             ).model_dump()
         return result
 

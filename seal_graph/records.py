@@ -51,6 +51,11 @@ class LLMCall(BaseModel):
     finish_reason: str | None = None
     seconds: float = 0.0
     endpoint: str = Field(default="", description="Base URL of the server that answered.")
+    served_version: str | None = Field(
+        default=None,
+        description="The policy version that answered, as the server stamped its answer "
+        "(`X-Seal-Policy-Version`); None where the server has no policy card.",
+    )
 
 
 class TurnEvidence(BaseModel):

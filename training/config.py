@@ -139,6 +139,13 @@ class TrainConfig(BaseModel):
         "every CPU, so runs made on different machines compare (bf16 greedy decoding flips "
         "near-ties).",
     )
+    servers: int = Field(
+        default=1,
+        ge=1,
+        description="vLLM servers `train` starts (not those given by --base-url), each "
+        "serving the policy: rollouts spread over them by task, every swap goes to each "
+        "(training/replicas.py). On CPU the machine's cores are split between them.",
+    )
     swap_tolerance: float | None = Field(
         default=None,
         gt=0,

@@ -26,6 +26,7 @@ from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
 from seal_graph.training.advantages import key_statistics
 from seal_graph.training.console import console
+from seal_graph.training.replicas import ReplicasSwap
 from seal_graph.training.resources import LoopRun
 from seal_graph.training.sft import expert_dataset
 from seal_graph.training.sft import warm_start as sft_warm_start
@@ -68,11 +69,14 @@ def roll_out(
     mode: Literal["train", "eval"] = "train",
     endpoint: ModelEndpoint | None = None,
 ) -> RolloutBatchReport:
-    """A batch into the run's store, resumable from the run's rollout checkpoints."""
+    """A batch into the run's store, resumable from the run's rollout checkpoints; the
+    policy's batches spread over every replica, once they agree on the version served."""
+    if endpoint is None:
+        run.replicas.agree()
     return asyncio.run(
         run_rollouts(
             run.config.env,
-            endpoint or run.endpoint,
+            endpoint or run.replicas.endpoints(),
             task_ids,
             store=run.store,
             run_id=batch_id,
@@ -174,7 +178,8 @@ def sync_server(run: LoopRun, version: int) -> dict[str, Any]:
 
 
 def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
-    """Serve policy `version` under the stable name, verified against the trainer."""
+    """Serve policy `version` under the stable name on every replica, each verified
+    against the trainer (`training/replicas.py`)."""
     probe = probe or default_probe(run)
     began = time.perf_counter()
     weights = run.weights_for(version)
@@ -185,8 +190,9 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
     referenced = time.perf_counter() - began
     # what a stale swap would show: the weights served now, checked against the new policy
     changed = run.sync.gap(probe, score)[0] if run.sync.current else None
-    report = run.sync.swap(weights, f"step-{version}", probe, score)
-    if report.ok:
+    swapped = run.replicas.swap(weights, f"step-{version}", probe, score)
+    report = swapped.report
+    if swapped.ok:
         _drop_superseded_merges(run)
     elif not report.rolled_back and run.sync.current is not None:
         raise ServerError(
@@ -200,7 +206,7 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
             f"({'rolled back' if report.rolled_back else 'not rolled back'})"
         )
     return {
-        "ok": report.ok,
+        "ok": swapped.ok,
         "seconds": report.seconds,
         "load_seconds": report.load_seconds,
         "write_seconds": written,
@@ -210,13 +216,25 @@ def swap(run: LoopRun, version: int, probe: Probe | None) -> dict[str, Any]:
         "probe_change": changed,
         "rolled_back": report.rolled_back,
         "error": report.error,
+        **_replica_metrics(swapped),
+    }
+
+
+def _replica_metrics(swapped: ReplicasSwap) -> dict[str, Any]:
+    """Per-replica outcomes, when the run has several."""
+    if len(swapped.replicas) < 2:
+        return {}
+    return {
+        "replicas_ok": sum(r.ok for r in swapped.replicas),
+        "replicas": [r.model_dump(exclude_none=True) for r in swapped.replicas],
     }
 
 
 def _drop_superseded_merges(run: LoopRun) -> None:
     """Merged checkpoints are model-sized: keep only the one the server now serves."""
+    served = {r.sync.current for r in run.replicas.serving()}
     for merged in (run.run_dir / "merged").glob("step-*"):
-        if merged != run.sync.current:
+        if merged not in served:
             shutil.rmtree(merged, ignore_errors=True)
 
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from seal_graph.serving import ModelEndpoint
+from seal_graph.serving import ModelEndpoint, ModelServer
 from seal_graph.store import TraceStore
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.console import console
 from seal_graph.training.policy import Policy
+from seal_graph.training.replicas import Replica, Replicas
 from seal_graph.training.weight_sync import WeightSync, probe_check
 
 if TYPE_CHECKING:
@@ -33,12 +34,21 @@ class LoopRun:
     run_dir: Path
     run_id: str
     config: TrainConfig
-    endpoint: ModelEndpoint
+    replicas: Replicas
     store: TraceStore
     policy: Policy
-    sync: WeightSync
     algorithm: Algorithm
     writer: Any = None
+
+    @property
+    def endpoint(self) -> ModelEndpoint:
+        """The primary server (agents beside the policy, as the failure agent, live there)."""
+        return self.replicas.primary.sync.endpoint
+
+    @property
+    def sync(self) -> WeightSync:
+        """The primary server's weight sync (its probe check is every replica's)."""
+        return self.replicas.primary.sync
 
     def adapter_dir(self, version: int) -> Path:
         return self.run_dir / "adapters" / f"step-{version}"
@@ -77,14 +87,14 @@ class LoopRun:
         self.writer.flush()
 
     def restore_served_weights(self) -> None:
-        """After the server restarted: load what it served before (every agent)."""
+        """After the primary server restarted: load what it served before (every agent)."""
         self.sync.restore()
         self.algorithm.restore_served_weights()
 
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        self.sync.close()
+        self.replicas.close()
         self.algorithm.close()
         self.store.close()
 
@@ -103,28 +113,34 @@ def open_run(
     run_dir: Path,
     run_id: str,
     config: TrainConfig,
-    endpoint: ModelEndpoint,
+    endpoints: ModelEndpoint | list[ModelEndpoint],
     base_dir: Path,
     policy_version: int = 0,
     server_dtype: str | None = None,
+    servers: list[ModelServer | None] | None = None,
 ) -> LoopRun:
     """Build (or rebuild after a restart) the run's live objects, the policy at
-    `policy_version`; the swap probe's check follows `server_dtype` (None: unknown)
-    unless the config sets one."""
+    `policy_version`, for one server or several serving the same policy (`servers`: the
+    processes the run started, None for one attached by URL); the swap probe's check
+    follows `server_dtype` (None: unknown) unless the config sets one."""
     from seal_graph.training.algorithms import algorithm_for
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    sync = WeightSync(endpoint, config.swap, probe_check(server_dtype, config.swap_tolerance))
-    if config.swap == "full":
-        sync.current = base_dir
+    endpoints = endpoints if isinstance(endpoints, list) else [endpoints]
+    check = probe_check(server_dtype, config.swap_tolerance)
+    replicas = []
+    for endpoint, server in zip(endpoints, servers or [None] * len(endpoints), strict=True):
+        sync = WeightSync(endpoint, config.swap, check)
+        if config.swap == "full":
+            sync.current = base_dir
+        replicas.append(Replica(sync, server))
     run = LoopRun(
         run_dir=run_dir,
         run_id=run_id,
         config=config,
-        endpoint=endpoint,
+        replicas=Replicas(replicas),
         store=TraceStore(run_dir / "traces.sqlite"),
         policy=Policy(base_dir, config.lora),
-        sync=sync,
         algorithm=algorithm_for(config),
     )
     if policy_version > 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from seal_graph.bundled_model import resolve_model_dir
 from seal_graph.errors import ConfigError, ServerError
 from seal_graph.serving import DEFAULT_SERVED_NAME, ModelEndpoint, ModelServer, ServerSettings
 from seal_graph.serving import attach as attach_endpoint
+from seal_graph.serving.launch import detect_platform
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.console import console
 
@@ -40,39 +42,87 @@ def prepare_run_dir(
     return run_dir, config
 
 
-def start_server(
-    config: TrainConfig, base_url: str | None, api_key: str | None
-) -> tuple[ModelEndpoint, ModelServer | None]:
-    """The endpoint rollouts use under the stable name (LoRA: the base gets another name),
-    and the server started for it, still loading (`announce_server` once it is ready)."""
-    if base_url:
-        endpoint = attach_endpoint(base_url, api_key=api_key)
-        return endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), None
+Started = list[tuple[ModelEndpoint, ModelServer | None]]
+"""The run's servers: each endpoint (under the stable name) and its process when the run
+started it (None: attached by URL)."""
+
+
+def start_servers(config: TrainConfig, base_urls: list[str], api_key: str | None) -> Started:
+    """The endpoints rollouts use under the stable name (LoRA: the base gets another
+    name): the servers at `base_urls`, else `config.servers` started here, still loading
+    (`announce_servers` once they are ready)."""
+    if base_urls:
+        return [
+            (
+                attach_endpoint(url, api_key=api_key).model_copy(
+                    update={"model": DEFAULT_SERVED_NAME}
+                ),
+                None,
+            )
+            for url in base_urls
+        ]
     base_name = f"{DEFAULT_SERVED_NAME}-base" if config.swap == "lora" else DEFAULT_SERVED_NAME
-    server = ModelServer.start(
-        ServerSettings(
-            model=config.model,
-            served_model_name=base_name,
-            dtype=config.server_dtype,
-            # full swaps reload weights in place: no LoRA, about twice as fast on CPU
-            enable_lora=config.swap == "lora" or config.algo == "coevolve-dpo",
-            max_lora_rank=_rank(config.lora.r),
-        ),
-        wait=False,
-    )
-    return server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), server
+    started: Started = []
+    try:
+        for cores in _core_split(config.servers):
+            server = ModelServer.start(
+                ServerSettings(
+                    model=config.model,
+                    served_model_name=base_name,
+                    dtype=config.server_dtype,
+                    # full swaps reload weights in place: no LoRA, about twice as fast on CPU
+                    enable_lora=config.swap == "lora" or config.algo == "coevolve-dpo",
+                    max_lora_rank=_rank(config.lora.r),
+                    cpu_cores=cores,
+                ),
+                wait=False,
+            )
+            started.append(
+                (server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME}), server)
+            )
+    except BaseException:
+        stop_servers(started)
+        raise
+    return started
 
 
-def announce_server(server: ModelServer) -> None:
-    """Wait for the run's server, then say how other clients reach the agent it serves."""
-    server.wait_until_ready()
-    console.print(
-        f"[bold]the agent being trained is served[/] at {server.endpoint.base_url} as "
-        f"'{DEFAULT_SERVED_NAME}' (dtype {server.dtype}); each verified swap changes what it "
-        f"answers with. For another client:\n"
-        f"  export OPENAI_BASE_URL={server.endpoint.base_url}\n"
-        f"  export OPENAI_API_KEY={server.endpoint.api_key}"
-    )
+def _core_split(servers: int) -> list[str | None]:
+    """Each server's CPU cores: the machine's split evenly (one server: vLLM's default)."""
+    if servers == 1:
+        return [None]
+    if detect_platform() != "cpu":
+        raise ConfigError(
+            f"servers={servers} starts several servers on CPU only; on GPUs start one vLLM "
+            "server per GPU (`seal-graph serve`, or vllm serve) and pass each with --base-url"
+        )
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < servers:
+        raise ConfigError(
+            f"servers={servers} needs a core each; this machine gives the run {len(cores)}"
+        )
+    share = len(cores) // servers
+    return [",".join(map(str, cores[i * share : (i + 1) * share])) for i in range(servers)]
+
+
+def stop_servers(started: Started) -> None:
+    for _, server in started:
+        if server is not None:
+            server.stop()
+
+
+def announce_servers(started: Started) -> None:
+    """Wait for the run's servers, then say how other clients reach the agent they serve."""
+    for endpoint, server in started:
+        if server is None:
+            continue
+        server.wait_until_ready()
+        console.print(
+            f"[bold]the agent being trained is served[/] at {endpoint.base_url} as "
+            f"'{DEFAULT_SERVED_NAME}' (dtype {server.dtype}); each verified swap changes what "
+            f"it answers with. For another client:\n"
+            f"  export OPENAI_BASE_URL={endpoint.base_url}\n"
+            f"  export OPENAI_API_KEY={endpoint.api_key}"
+        )
 
 
 def _rank(r: int) -> int:
@@ -86,27 +136,29 @@ def run_training(
     config: TrainConfig | None,
     out: Path | None = None,
     resume: bool = False,
-    base_url: str | None = None,
+    base_url: str | list[str] | None = None,
     api_key: str | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) the closed loop to the end; returns the final graph output."""
+    """Run (or resume) the closed loop to the end; returns the final graph output.
+    `base_url`: the server(s) to train for, attached; None starts `config.servers`."""
     run_dir, config = prepare_run_dir(config, out, resume)
+    urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
     # A fresh run starts vLLM first, so it loads while the training stack imports (~10 s);
     # a resumed one reads its checkpoint first (a finished run needs no server).
-    started = None if resume else start_server(config, base_url, api_key)
+    started = None if resume else start_servers(config, urls, api_key)
     try:
-        return _run(run_dir, config, resume, started, base_url, api_key)
+        return _run(run_dir, config, resume, started, urls, api_key)
     finally:
-        if started is not None and started[1] is not None:
-            started[1].stop()
+        if started is not None:
+            stop_servers(started)
 
 
 def _run(
     run_dir: Path,
     config: TrainConfig,
     resume: bool,
-    started: tuple[ModelEndpoint, ModelServer | None] | None,
-    base_url: str | None,
+    started: Started | None,
+    base_urls: list[str],
     api_key: str | None,
 ) -> dict[str, Any]:
     from seal_graph.graphs.train_loop import LoopContext, builder
@@ -128,7 +180,8 @@ def _run(
         progress = snapshot.values
         served = progress.get("served_version", 0)
         trained = progress.get("policy_version", served)
-        endpoint, server = started or start_server(config, base_url, api_key)
+        servers = started or start_servers(config, base_urls, api_key)
+        owned = [server for _, server in servers]
         run = None
         try:
             # the trainer's model load while vLLM loads
@@ -136,22 +189,24 @@ def _run(
                 run_dir,
                 run_id,
                 config,
-                endpoint,
+                [endpoint for endpoint, _ in servers],
                 resolve_model_dir(config.model),
                 served,
-                server.dtype if server is not None else None,
+                owned[0].dtype if owned[0] is not None else None,
+                owned,
             )
-            if server is not None:  # the warm start waits too: training beside vLLM's
-                announce_server(server)  # start-up slows both (305 s against 49 + 215 s)
-            result = loop.sync_server(run, served)
+            # the warm start waits too: training beside vLLM's start-up slows both (305 s
+            # against 49 + 215 s)
+            announce_servers(servers)
+            result = loop.sync_server(run, served)  # every replica
             if not result["ok"]:
                 raise ServerError(
-                    f"could not bring the server to policy step {served}: {result['error']}"
+                    f"could not bring the server(s) to policy step {served}: {result['error']}"
                 )
             run.load_policy(trained)  # a step trained before the stop but not yet served
             run.algorithm.open(run, progress.get("algorithm") or run.algorithm.initial_state())
-            if server is not None:  # a server that dies mid-run is restarted and re-synced
-                server.supervise(on_restart=run.restore_served_weights)
+            # a server of the run's that dies mid-run is restarted and re-synced
+            run.replicas.supervise(restore_primary=run.restore_served_weights)
             payload = None if snapshot.next else {"run_dir": str(run_dir)}
             return graph.invoke(
                 payload, {**thread, "recursion_limit": 10_000}, context=LoopContext(run=run)
@@ -159,5 +214,5 @@ def _run(
         finally:
             if run is not None:
                 run.close()
-            if server is not None and started is None:
-                server.stop()
+            if started is None:
+                stop_servers(servers)

@@ -287,7 +287,9 @@ class WeightSync:
                 ),
             )
         self.current, self.version = weights, version
-        self._card = PolicyCard(version=version, weights=str(weights), method=self.method)
+        self._card = PolicyCard(
+            version=version, weights=str(weights), method=self.method, name=self.endpoint.model
+        )
         if self.publish:
             self.server.publish(self.card)
         return SwapReport(

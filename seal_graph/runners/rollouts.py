@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -75,9 +74,11 @@ class EpisodeSummary:
     model_seconds: float
 
 
-def pin(task_id: str, servers: int) -> int:
-    """The server a task's episodes go to: stable across runs and processes."""
-    return zlib.crc32(task_id.encode()) % servers
+def assign_servers(task_ids: list[str], servers: int) -> dict[str, int]:
+    """The server each task's episodes go to: in turn, in the batch's task order, so a
+    batch spreads evenly (a hash of the id put all four of a small batch on one server);
+    the same batch, resumed, gets the same assignment."""
+    return {task: i % servers for i, task in enumerate(dict.fromkeys(task_ids))}
 
 
 def episode_id_for(run_id: str, task_id: str, sample: int) -> str:
@@ -144,6 +145,7 @@ async def run_rollouts(
             )
             for e in endpoints
         ]
+    servers = assign_servers(task_ids, len(contexts))
     checkpoints = checkpoint_path or store.path.with_suffix(".checkpoints.sqlite")
     began = time.perf_counter()
     async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
@@ -172,7 +174,7 @@ async def run_rollouts(
                             "episode_id": episode_id_for(run_id, task_id, sample),
                         }
                     )
-                    context = contexts[pin(task_id, len(contexts))]
+                    context = contexts[servers[task_id]]
                     result = await graph.ainvoke(payload, config, context=context)
                     episode = Episode.model_validate(result["episode"])
                     store.write_episode(episode)

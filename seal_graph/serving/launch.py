@@ -156,6 +156,8 @@ def server_environment(
         env.pop("VLLM_SERVER_DEV_MODE", None)
     if platform == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(settings.cpu_kv_cache_gib))
+        if settings.cpu_cores is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = settings.cpu_cores
     # compiled graphs are cached beside the converted models, so a compiling server
     # starts faster the second time
     env.setdefault("VLLM_CACHE_ROOT", str(home() / "vllm-cache"))

@@ -4,7 +4,8 @@ vLLM loads this module into its API server (`--middleware`), so a client of a se
 that is being trained can tell which weights answered it, without asking anyone else:
 
 * every response carries `X-Seal-Policy-Version`: the weights that answered it. For the
-  served model name that is the version of the last swap the trainer verified (`base`,
+  policy's name (the served model name, or the adapter name a LoRA swap serves it under)
+  that is the version of the last swap the trainer verified (`base`,
   `step-6`, ...); a request for another name (a LoRA adapter loaded beside the policy,
   such as the failure agent) is answered by that adapter, and the header names it;
 * `GET /seal/policy` returns the card: version, the weights' path, the swap method and
@@ -42,6 +43,11 @@ class PolicyCard(BaseModel):
     version: str = Field(default="base", min_length=1, max_length=200)
     weights: str | None = Field(default=None, description="Path the server loaded them from.")
     method: Literal["lora", "full"] | None = None
+    name: str | None = Field(
+        default=None,
+        description="The name the policy is asked for by, when it is not the server's own "
+        "(a LoRA swap serves it as an adapter beside the base).",
+    )
     updated: float = Field(
         default_factory=time.time, description="When the weights changed (epoch seconds)."
     )
@@ -66,7 +72,7 @@ def answered_by(requested: str | None, card: PolicyCard) -> str:
     """What the header says: the card's version for the policy's name (or no name), else
     the adapter that was asked for."""
     served = os.environ.get(SERVED_NAME_ENV)
-    if requested is None or served is None or requested == served:
+    if requested is None or served is None or requested in (served, card.name):
         return card.version
     return requested
 

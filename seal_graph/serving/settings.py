@@ -55,6 +55,12 @@ class ServerSettings(BaseModel):
         "(without it the 135M model rambles inside arguments).",
     )
     cpu_kv_cache_gib: int = Field(default=2, ge=1, description="KV cache size on CPU (GiB).")
+    cpu_cores: str | None = Field(
+        default=None,
+        pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$",
+        description="CPU cores the server's threads run on (`0-3`, `0,2`); None = vLLM's "
+        "default. Servers side by side on one machine each get their own.",
+    )
     startup_timeout_s: float = Field(default=600.0, gt=0, description="Health-wait limit.")
     extra_args: list[str] = Field(
         default_factory=list, description="More vLLM server flags, passed through verbatim."
