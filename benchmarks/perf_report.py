@@ -189,6 +189,32 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             "",
             f"What the run learned (its report): {m.get('learning', 'not recorded')}",
         ]
+        if m.get("step_peak_rss_gb"):
+            lines += [
+                "",
+                f"Trainer peak RSS per GRPO step: {', '.join(map(str, m['step_peak_rss_gb']))}"
+                f" GB (max **{m['trainer_peak_rss_gb']} GB**, goal <= 4), at "
+                f"{', '.join(map(str, m['step_tokens_per_second']))} tokens/s.",
+            ]
+    if "replica_swap" in results:
+        r = results["replica_swap"]
+        lines += [
+            "",
+            "## One swap, two servers",
+            "",
+            f"`{commands['replica_swap']}`",
+            "",
+            "A merged checkpoint swapped into two vLLM servers a core each (as `seal-graph "
+            "train --set servers=2` starts them), both loading at once and each verified by "
+            "the probe, while 8 client streams without retries, spread over the two, run "
+            "throughout; median of 3.",
+            "",
+            "| replicas | seconds (both verified) | of which the first replica loading | "
+            "requests / failed |",
+            "|---|---|---|---|",
+            f"| {r['replicas']} | {r['seconds']} | {r['first_replica_load_seconds']} | "
+            f"{r['requests']} / {r['failed_requests']} |",
+        ]
     path = ROOT / "docs/results/performance.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

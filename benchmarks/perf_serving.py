@@ -131,28 +131,36 @@ def bench_rollout(
     return rows, calls
 
 
-def client_streams(endpoint: dict, stop: Any, outcome: Any) -> None:
+def client_streams(endpoints: list[dict], stop: Any, outcome: Any) -> None:
     """8 client streams without retries asking for the served name until `stop` is set,
-    counting answered and failed requests into `outcome` (run in its own process, as
-    outside clients are: in the swapping process their event loop would hold the GIL
-    the swap needs and the swaps would time the benchmark, not the server)."""
+    spread over `endpoints` in turn, counting answered and failed requests into
+    `outcome` (run in its own process, as outside clients are: in the swapping process
+    their event loop would hold the GIL the swap needs and the swaps would time the
+    benchmark, not the server)."""
 
-    async def stream(client: openai.AsyncOpenAI) -> None:
+    async def stream(client: openai.AsyncOpenAI, model: str) -> None:
         while not stop.is_set():
             try:
                 await client.completions.create(
-                    model=endpoint["model"], prompt="Once upon a time", max_tokens=16
+                    model=model, prompt="Once upon a time", max_tokens=16
                 )
                 outcome[0] += 1
             except openai.OpenAIError:
                 outcome[1] += 1
 
     async def streams() -> None:
-        client = openai.AsyncOpenAI(
-            base_url=endpoint["base_url"], api_key=endpoint["api_key"], max_retries=0
+        clients = [
+            openai.AsyncOpenAI(base_url=e["base_url"], api_key=e["api_key"], max_retries=0)
+            for e in endpoints
+        ]
+        await asyncio.gather(
+            *(
+                stream(clients[i % len(clients)], endpoints[i % len(endpoints)]["model"])
+                for i in range(8)
+            )
         )
-        async with client:
-            await asyncio.gather(*(stream(client) for _ in range(8)))
+        for client in clients:
+            await client.close()
 
     asyncio.run(streams())
 
@@ -160,11 +168,13 @@ def client_streams(endpoint: dict, stop: Any, outcome: Any) -> None:
 def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tuple:
     """Three verified swaps while 8 client streams (`client_streams`) ask for the swapped
     name: (median seconds per swap, median of those spent loading, requests answered,
-    requests failed)."""
+    requests failed). `sync` is a `WeightSync`, or `Replicas` (every replica swapped; the
+    streams spread over them)."""
     context = multiprocessing.get_context("spawn")
     stop, outcome = context.Event(), context.Array("i", 2)
+    endpoints = sync.endpoints() if hasattr(sync, "endpoints") else [sync.endpoint]
     clients = context.Process(
-        target=client_streams, args=(sync.endpoint.model_dump(), stop, outcome)
+        target=client_streams, args=([e.model_dump() for e in endpoints], stop, outcome)
     )
     clients.start()
     try:
@@ -176,17 +186,33 @@ def swaps_under_traffic(sync: Any, weights: Path, probe: Any, score: Any) -> tup
                     "in 120 s: check the server's log"
                 )
             time.sleep(0.2)
-        reports = []
+        seconds, loading = [], []
         for index in range(3):
+            began = time.perf_counter()
             report = sync.swap(weights, f"s{index}", probe, score)
-            assert report.ok, report.error
-            reports.append(report)
+            assert report.ok, getattr(report, "error", report)
+            seconds.append(time.perf_counter() - began)
+            loading.append(getattr(report, "report", report).load_seconds)
     finally:
         stop.set()
         clients.join(60)
-    seconds = statistics.median(r.seconds for r in reports)
-    loading = statistics.median(r.load_seconds for r in reports)
-    return seconds, loading, outcome[0], outcome[1]
+    return statistics.median(seconds), statistics.median(loading), outcome[0], outcome[1]
+
+
+def _probe_prompt(policy: Any) -> list[int]:
+    prompt = policy.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Store 3 under the key 'a'."}], add_generation_prompt=True
+    )
+    return list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+
+
+def _trained_looking_policy(policy: Any) -> Any:
+    """The policy with a random adapter (`lora_B ~ N(0, 0.01)`): weights a swap changes."""
+    with torch.no_grad():
+        for name, weight in policy.model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.01)
+    return policy
 
 
 def bench_swap(work: Path) -> dict:
@@ -196,15 +222,9 @@ def bench_swap(work: Path) -> dict:
     from seal_graph.training.weight_sync import Probe, WeightSync, probe_check, reference_probe
 
     policy = Policy(ensure_bundled_model(), LoraSettings())
-    prompt = policy.tokenizer.apply_chat_template(
-        [{"role": "user", "content": "Store 3 under the key 'a'."}], add_generation_prompt=True
-    )
-    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    prompt = _probe_prompt(policy)
     probe = Probe(prompt_token_ids=prompt, completion_token_ids=policy.greedy(prompt, 12))
-    with torch.no_grad():
-        for name, weight in policy.model.named_parameters():
-            if "lora_B" in name:
-                weight.normal_(0, 0.01)  # a trained-looking adapter
+    _trained_looking_policy(policy)
     expected = policy.completion_logprobs  # the trainer scores the server's answer
     adapter = policy.save_adapter(work / "adapter")
     merged = policy.save_merged(work / "merged")
@@ -241,4 +261,49 @@ def bench_swap(work: Path) -> dict:
         full.close()
     result = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
     print(json.dumps({"swap": result}), flush=True)
+    return result
+
+
+def bench_replica_swap(work: Path) -> dict:
+    """Full swaps into two servers a core each (as `train --set servers=2` starts them),
+    both verified, under 8 client streams spread over the two."""
+    from seal_graph.serving.launch import detect_platform, serving_dtype
+    from seal_graph.training.policy import Policy
+    from seal_graph.training.replicas import Replica, Replicas
+    from seal_graph.training.run import core_split
+    from seal_graph.training.settings import LoraSettings
+    from seal_graph.training.weight_sync import Probe, WeightSync, probe_check, reference_probe
+
+    policy = _trained_looking_policy(Policy(ensure_bundled_model(), LoraSettings()))
+    prompt = _probe_prompt(policy)
+    merged = policy.save_merged(work / "merged")
+    check = probe_check(serving_dtype(ServerSettings(), detect_platform()))
+    probe = reference_probe(
+        Probe(prompt_token_ids=prompt, completion_token_ids=policy.greedy(prompt, 12)),
+        policy,
+        check,
+    )
+    servers = [
+        ModelServer.start(ServerSettings(enable_lora=False, cpu_cores=cores), wait=False)
+        for cores in core_split(2)
+    ]
+    try:
+        for server in servers:
+            server.wait_until_ready()
+        replicas = Replicas([Replica(WeightSync(s.endpoint, "full", check)) for s in servers])
+        seconds, loading, ok, failed = swaps_under_traffic(
+            replicas, merged, probe, policy.completion_logprobs
+        )
+        replicas.close()
+    finally:
+        for server in servers:
+            server.stop()
+    result = {
+        "replicas": 2,
+        "seconds": round(seconds, 3),
+        "first_replica_load_seconds": round(loading, 3),
+        "requests": ok,
+        "failed_requests": failed,
+    }
+    print(json.dumps({"replica_swap": result}), flush=True)
     return result

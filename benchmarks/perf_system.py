@@ -66,9 +66,11 @@ def bench_main_command(work: Path) -> dict:
     from seal_graph.training.report import STAGES
 
     lines = (clone / "runs/cpu/metrics.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    peaks = [r["train"]["peak_rss_mb"] for r in records if r.get("train", {}).get("peak_rss_mb")]
     stages = {
         f"iteration {r.iteration} {stage}": round(r.stage_seconds(stage), 1)
-        for r in history_of([json.loads(line) for line in lines])
+        for r in history_of(records)
         for stage in STAGES
         if r.stage_seconds(stage)
     }
@@ -84,6 +86,11 @@ def bench_main_command(work: Path) -> dict:
         "commit": commit,
         "stages": stages,
         "learning": learning,
+        "trainer_peak_rss_gb": round(max(peaks) / 1024, 2) if peaks else None,
+        "step_peak_rss_gb": [round(p / 1024, 2) for p in peaks],
+        "step_tokens_per_second": [
+            round(r["train"]["tokens_per_second"], 1) for r in records if r.get("train")
+        ],
     }
     print(json.dumps({"main": result}), flush=True)
     return result

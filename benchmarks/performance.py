@@ -1,7 +1,7 @@
 """Speed and cost, as ratios measured in one run, written to docs/results/performance.md.
 
     .venv/bin/python benchmarks/performance.py [--concurrency 1 4 8 16 32]
-        [--only rollout swap grpo step limit store main] [--episodes TRACES]
+        [--only rollout swap replicas grpo step limit store main] [--episodes TRACES]
 
 * rollout: tokens/s through the LangGraph rollout graph (kv-calc episodes: tools, checks,
   checkpoints, trace store) vs raw vLLM generation of the same prompts (the graph's own
@@ -10,6 +10,9 @@
 * swap: seconds from "weights are on disk" to "the server answers with them, verified"
   for a LoRA load and an in-place full reload, vs restarting the server; failed requests
   of 8 client streams running throughout;
+* replicas: seconds to swap a merged checkpoint into two servers a core each (as `train
+  --set servers=2` runs them), both verified, under 8 client streams spread over them;
+  failed requests;
 * grpo: seconds per optimiser step of the diagnosis-reweighted GRPO (`TraceGRPOTrainer`:
   batch built from stored calls) vs TRL's plain `GRPOTrainer` handed the identical tensors;
 * step: seconds and useful tokens/s of the GRPO step the learning benchmark takes, on
@@ -40,6 +43,7 @@ from perf_report import write_report
 from perf_serving import (
     ROOT,
     bench_anchor,
+    bench_replica_swap,
     bench_rollout,
     bench_swap,
 )
@@ -77,6 +81,8 @@ def main() -> None:
             results["store"] = bench_store(work, work / "rollout.sqlite")
         if "swap" in args.only:
             results["swap"] = bench_swap(work)
+        if "replicas" in args.only:
+            results["replica_swap"] = bench_replica_swap(work)
         if "grpo" in args.only:
             results["grpo"] = bench_grpo()
         if "step" in args.only:
@@ -98,6 +104,11 @@ def main() -> None:
         }
     if "main" in results:
         merged["main_command_seconds"] = results["main"]["seconds"]
+        merged["trainer_peak_rss_gb"] = results["main"]["trainer_peak_rss_gb"]
+    if "replica_swap" in results:
+        merged["replica_swap"] = {
+            k: results["replica_swap"][k] for k in ("replicas", "seconds", "failed_requests")
+        }
     saved.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     sections = {k: v for k, v in merged.items() if isinstance(v, dict) and "data" in v}
     data = {k: v["data"] for k, v in sections.items()}

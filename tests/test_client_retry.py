@@ -58,6 +58,7 @@ class FlakyStub:
                 payload = json.dumps({"error": "busy"} if failing else COMPLETION).encode()
                 self.send_response(stub.status if failing else 200)
                 self.send_header("Content-Type", "application/json")
+                self.send_header("X-Seal-Policy-Version", "step-3")  # as a policy card stamps
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -91,7 +92,7 @@ def make_model(url: str) -> ServedChatModel:
 
 
 @pytest.mark.parametrize("stub", [(2, 503)], indirect=True)
-def test_5xx_is_retried_then_succeeds_with_served_tokens(stub: FlakyStub) -> None:
+def test_5xx_is_retried_then_succeeds_with_served_tokens_and_version(stub: FlakyStub) -> None:
     reply = make_model(stub.url).invoke([HumanMessage("hello")])
     assert len(stub.requests) == 3
     assert stub.requests[-1]["return_token_ids"] is True
@@ -101,6 +102,7 @@ def test_5xx_is_retried_then_succeeds_with_served_tokens(stub: FlakyStub) -> Non
         "prompt_token_ids": [1, 2, 3],
         "completion_token_ids": [7, 8],
         "completion_logprobs": [-0.5, -0.25],
+        "served_version": "step-3",
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from fake_models import ScriptedToolModel
@@ -21,6 +22,7 @@ from seal_graph.graphs.train_loop import LoopContext, builder
 from seal_graph.store import TraceStore
 from seal_graph.training.algorithms import Algorithm, TrainResult
 from seal_graph.training.config import load_config
+from seal_graph.training.replicas import Replica, Replicas
 from seal_graph.training.resources import LoopRun
 from seal_graph.training.weight_sync import Probe, ProbeCheck, SwapReport
 
@@ -64,6 +66,7 @@ class FakeSync:
         self.current: Path | None = None
         self.swapped: list[str] = []
 
+    endpoint = SimpleNamespace(base_url="fake")
     check = ProbeCheck(tolerance=0.02)  # answer tokens only (no runners-up)
     tolerance = check.tolerance
 
@@ -114,6 +117,21 @@ class FakeTrainer(Algorithm):
         return ["", "## Fake trainer", f"{len(history)} iterations"]
 
 
+class FakeReplicas(Replicas):
+    """One fake server, the scripted chat model: rollouts go straight to it (there is no
+    policy card to read)."""
+
+    def __init__(self, sync: FakeSync, model: ScriptedToolModel) -> None:
+        super().__init__([Replica(sync)])
+        self.model = model
+
+    def endpoints(self) -> Any:
+        return self.model  # rollouts accept any LangChain chat model
+
+    def agree(self) -> list[str]:
+        return ["fake"]
+
+
 def test_whole_loop_wiring_with_fake_model_and_fake_trainer(tmp_path: Path) -> None:
     config = load_config(
         None,
@@ -131,10 +149,9 @@ def test_whole_loop_wiring_with_fake_model_and_fake_trainer(tmp_path: Path) -> N
         run_dir=tmp_path,
         run_id="wired",
         config=config,
-        endpoint=model,  # rollouts accept any LangChain chat model
+        replicas=FakeReplicas(sync, model),
         store=TraceStore(tmp_path / "traces.sqlite"),
         policy=FakePolicy(tmp_path / "base"),
-        sync=sync,
         algorithm=algorithm,
     )
     graph = builder.compile(checkpointer=InMemorySaver())

@@ -14,6 +14,7 @@ run goes on at the old version, as with a single server. Before an iteration's r
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,8 +89,12 @@ class Replicas:
         return [r.sync.endpoint for r in self.serving()]
 
     def swap(self, weights: Path, version: str, probe: Probe, score: Scorer) -> ReplicasSwap:
-        """Serve `weights` as `version` on every replica in rotation, each verified."""
-        reports = [(r, r.sync.swap(weights, version, probe, score)) for r in self.serving()]
+        """Serve `weights` as `version` on every replica in rotation, each verified; the
+        replicas load at once (each swap waits on its own server)."""
+        serving = self.serving()
+        with ThreadPoolExecutor(len(serving)) as pool:
+            swapped = pool.map(lambda r: r.sync.swap(weights, version, probe, score), serving)
+            reports = list(zip(serving, swapped, strict=True))
         outcome = ReplicasSwap(report=reports[0][1])
         if not any(report.ok for _, report in reports):  # nobody moved: all stay, rolled back
             outcome.replicas = [_outcome(r, report) for r, report in reports]

@@ -64,7 +64,7 @@ def start_servers(config: TrainConfig, base_urls: list[str], api_key: str | None
     base_name = f"{DEFAULT_SERVED_NAME}-base" if config.swap == "lora" else DEFAULT_SERVED_NAME
     started: Started = []
     try:
-        for cores in _core_split(config.servers):
+        for cores in core_split(config.servers):
             server = ModelServer.start(
                 ServerSettings(
                     model=config.model,
@@ -86,7 +86,7 @@ def start_servers(config: TrainConfig, base_urls: list[str], api_key: str | None
     return started
 
 
-def _core_split(servers: int) -> list[str | None]:
+def core_split(servers: int) -> list[str | None]:
     """Each server's CPU cores: the machine's split evenly (one server: vLLM's default)."""
     if servers == 1:
         return [None]

@@ -55,7 +55,8 @@ def send_library_output_to(run_dir: Path) -> Path:
     transformers.utils.logging.disable_progress_bar()
     datasets.disable_progress_bars()
     huggingface_hub.utils.disable_progress_bars()
-    logging.captureWarnings(True)
+    logging.captureWarnings(False)  # capture afresh: whatever replaced `showwarning` since
+    logging.captureWarnings(True)  # an earlier run's capture (pytest does, per test) stays out
     warnings.simplefilter("default")  # each warning once per place, into the log
     for name in LIBRARIES:
         library = logging.getLogger(name)
