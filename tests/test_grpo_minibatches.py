@@ -47,6 +47,17 @@ def _rows(policy: Policy) -> list[TrainingSample]:
     return rows
 
 
+def _stepped_batch(policy: Policy, rows: list[TrainingSample], tmp_path) -> tuple:
+    """A trainer after one step on `rows`, their padded batch, and the forward's inputs
+    (ids, attention mask, completion width)."""
+    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=4, precision="fp32")
+    trainer, _ = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
+    batch = trainer._padded([r.model_dump() for r in rows])
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+    return trainer, batch, (ids, mask, batch["completion_ids"].size(1))
+
+
 def test_second_mini_batch_is_off_policy_by_what_the_first_changed(
     policy: Policy, tmp_path, monkeypatch
 ) -> None:
@@ -147,12 +158,7 @@ def test_rows_forwarded_alone_score_as_the_padded_batch(policy: Policy, tmp_path
     padded layout, to float rounding."""
     rows = _rows(policy)
     rows[0] = rows[0].model_copy(update={"prompt_token_ids": rows[0].prompt_token_ids[3:]})
-    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=4, precision="fp32")
-    trainer, _ = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
-    batch = trainer._padded([r.model_dump() for r in rows])
-    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
-    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
-    width = batch["completion_ids"].size(1)
+    trainer, batch, (ids, mask, width) = _stepped_batch(policy, rows, tmp_path)
     with torch.no_grad():
         alone = trainer._get_per_token_logps_and_entropies(
             policy.model, ids, mask, width, compute_entropy=True
@@ -173,12 +179,7 @@ def test_scoring_the_agents_tokens_only_gives_their_logprobs_and_zero_elsewhere(
     """The LM head runs at the agent's positions only: those logprobs match scoring the
     whole completion; the tool result's positions (context) get 0."""
     rows = _rows(policy)
-    config = OptimConfig(learning_rate=1e-4, beta=0.0, micro_batch=2, precision="fp32")
-    trainer, _ = grpo_step(policy.model, policy.tokenizer, rows, config, tmp_path)
-    batch = trainer._padded([r.model_dump() for r in rows])
-    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
-    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
-    width = batch["completion_ids"].size(1)
+    trainer, batch, (ids, mask, width) = _stepped_batch(policy, rows, tmp_path)
     agent = (batch["completion_mask"] * batch["agent_mask"]).bool()
     with torch.no_grad():
         everywhere = trainer._get_per_token_logps_and_entropies(policy.model, ids, mask, width)[0]
