@@ -1,30 +1,32 @@
-"""Does the loop make the agent better? Every method from one warm start, several seeds.
+"""Does the loop make the agent better, and why? Every method from one warm start, at an
+equal budget, over seeds.
 
-    .venv/bin/python benchmarks/learning.py                         # 5 methods x 3 seeds
-    .venv/bin/python benchmarks/learning.py --resume --commit       # continue, commit each run
-    .venv/bin/python benchmarks/learning.py --report-only           # rebuild the report
+    .venv/bin/python benchmarks/learning.py --resume --commit     # run or continue, commit each
+    .venv/bin/python benchmarks/learning.py --report-only         # rebuild the report
 
 One supervised warm start of the bundled model on kv-calc's expert trajectories (the
-warm start of the `cpu` preset as pinned in `benchmarks/learning.toml`, at `--warm-steps`
-SFT steps) is merged into a checkpoint that every run starts from, so all methods get the
-same starting point and the same budget:
-`--iterations` loop iterations of `--tasks` x `--group` training episodes, each followed
-by `--mini-batches` optimiser steps (GRPO: over the iteration's episodes; DPO: one
-round of `--pairs` pairs). Each run ends with greedy and sampled evaluations on all of
-kv-calc's `test` tasks and a greedy one on its `ood` tasks (four-turn chains using both
-operations; no training task does), on the base interface, on a float32 server without
-LoRA: the run's own server where it swaps full weights (the GRPO runs), a fresh one
-serving the final adapter merged where the run served LoRA adapters (coevolve-dpo's two
-agents; an adapter decodes at about half the speed, and would be a different server).
+`cpu` preset's, as pinned in `benchmarks/learning.toml`, at `--warm-steps` SFT steps) is
+merged into a checkpoint that every run starts from. Then, per seed, every row:
+`--iterations` loop iterations, each rolling out the same number of episodes (the budget
+rule, `learning_runs.training_tasks`: a coevolve-dpo row's policy and failure agent
+together, `--tasks` x (`--group` + the failure agent's group); a row without a failure
+agent rolls out as many with its policy alone), then `--mini-batches` optimiser steps
+(GRPO: over the iteration's episodes; DPO: one round of `--pairs` pairs); `sft-more`
+trains the warm start one pass on exactly the expert sequences its seed's coevolve-dpo
+run replayed. Each run records what it spent (episodes of every agent, trained tokens,
+expert sequences, optimiser steps), the code commit, the trained and served versions and
+every swap's status, and ends with greedy and sampled evaluations on `--eval-limit` of
+kv-calc's `test` tasks (the same ones for every run, round-robin over the categories) and
+a greedy one on all `ood` tasks, on the base interface. The warm start is evaluated twice
+(evaluation noise). Settings come from the `val` sweep (`docs/results/sweep.md`); `test`
+is read only by these final evaluations.
 
 Every finished piece is a JSON file under `docs/results/learning/` (the warm start's
-evaluation, then one file per method and seed), written as soon as it finishes and, with
-`--commit`, committed at once; `docs/results/learning.md` and `learning.json` are rebuilt
-from those files after each run. `--resume` skips finished runs and continues an
-interrupted one from its loop checkpoint, so the benchmark can run in parts. Every server
-serves in float32 (`SERVE_DTYPE`), on any CPU: the sessions that run the parts do not
-always get the same machine, and float32 is the dtype every CPU serves, so a part run on
-another machine continues the same comparison.
+evaluation, then one file per method and seed), and each run's episodes a compressed
+JSON-lines file under `docs/results/learning/episodes/`, written as soon as it finishes
+and, with `--commit`, committed at once. `--resume` skips finished runs and continues an
+interrupted one from its loop checkpoint, so the benchmark runs in parts; it refuses to
+continue on another machine type (one machine type per table).
 """
 
 from __future__ import annotations
@@ -37,23 +39,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from learning_report import (  # benchmarks/learning_report.py
-    write_report,
-)
-from learning_runs import (
+from learning_report import write_report  # benchmarks/learning_report.py
+from learning_runs import (  # benchmarks/learning_runs.py
     ADAPTER,
     EXTRA_METHODS,
     METHODS,
     RESULTS,
     ROOT,
-    SERVE_DTYPE,
+    SFT_MORE,
+    code_commit,
     load,
     restore_warm_start,
     schedule,
+    sft_more_run,
     train_run,
     warm_start,
     warm_start_settings,
 )
+from machine import cpu_name, cpu_of, serving_dtype_here  # benchmarks/machine.py
 
 
 def commit(paths: list[Path], message: str) -> None:
@@ -71,32 +74,51 @@ def commit(paths: list[Path], message: str) -> None:
 
 
 def finished_runs(args: argparse.Namespace) -> list[dict[str, Any]]:
-    files = [RESULTS / f"{m}-s{s}.json" for m, s in schedule(args.methods, args.seeds)]
+    planned = schedule(args.methods, args.seeds, args.extra_seeds)
+    files = [RESULTS / f"{m}-s{s}.json" for m, s in planned]
     return [load(f) for f in files if f.exists()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     everything = [*METHODS, *EXTRA_METHODS]
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=everything)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--tasks", type=int, default=8, help="Training tasks per iteration.")
+    parser.add_argument("--methods", nargs="+", default=everything, choices=everything)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument(
+        "--extra-seeds", type=int, nargs="+", default=[0, 1, 2],
+        help="Seeds of the rows beyond the core ones (the ablations, eto, seal-turn, "
+        "coevolve-dpo-no-expert).",
+    )  # fmt: skip
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument(
+        "--tasks", type=int, default=6,
+        help="Training tasks per iteration of a row with a failure agent (the budget rule "
+        "gives the others more: learning_runs.training_tasks).",
+    )  # fmt: skip
     parser.add_argument("--group", type=int, default=4, help="Episodes per task (GRPO group).")
     parser.add_argument(
-        "--mini-batches", type=int, default=2, help="Optimiser steps per iteration (GRPO, DPO)."
+        "--mini-batches", type=int, default=1, help="Optimiser steps per iteration (GRPO, DPO)."
     )
     parser.add_argument("--pairs", type=int, default=8, help="DPO pairs per round.")
     parser.add_argument(
-        "--warm-steps", type=int, default=15, help="SFT steps of the shared warm start "
-        "(the pinned settings' otherwise; 15 gave the most groups with mixed rewards "
-        "in benchmarks/grpo_signal.py, and the most room above it).",
+        "--warm-steps", type=int, default=None,
+        help="SFT steps of the shared warm start (default: the pinned settings', chosen on "
+        "val: docs/results/sweep.md).",
     )  # fmt: skip
     parser.add_argument(
         "--temperature", type=float, default=None,
         help="Rollout temperature (default: the pinned settings').",
     )  # fmt: skip
     parser.add_argument("--eval-samples", type=int, default=1, help="Sampled episodes per task.")
+    parser.add_argument(
+        "--eval-limit", type=int, default=128,
+        help="Test tasks every run is evaluated on (round-robin over the categories).",
+    )  # fmt: skip
+    parser.add_argument(
+        "--note", default=None,
+        help="Recorded in every run this invocation finishes (e.g. what else ran beside it: "
+        "its minutes are then not a quiet machine's).",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
     parser.add_argument("--commit", action="store_true", help="git-commit each result file.")
@@ -104,9 +126,15 @@ def main() -> None:
     args = parser.parse_args()
     bookkeeping = ("--report-only", "--resume", "--commit")  # no bearing on the results
     args.command = " ".join(a for a in sys.argv[1:] if a not in bookkeeping)
+    args.code = code_commit()  # what this process runs, whatever HEAD becomes meanwhile
     RESULTS.mkdir(parents=True, exist_ok=True)
     warm_file = RESULTS / "warm-start.json"
-    args.dtype = load(warm_file)["serving_dtype"] if warm_file.exists() else SERVE_DTYPE
+    args.dtype = load(warm_file)["serving_dtype"] if warm_file.exists() else serving_dtype_here()
+    if warm_file.exists() and cpu_of(load(warm_file)["machine"]) != cpu_name():
+        sys.exit(
+            f"the finished runs in {RESULTS} were made on {cpu_of(load(warm_file)['machine'])}; "
+            f"this machine is {cpu_name()}. One machine type per table: continue there."
+        )
     if args.report_only:
         if not warm_file.exists() or not finished_runs(args):
             sys.exit(f"nothing finished under {RESULTS}: run the benchmark first")
@@ -133,16 +161,17 @@ def main() -> None:
     if not (args.out / "warm-start-model" / "config.json").exists():
         restore_warm_start(args, warm)
     print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
-    for method, seed in schedule(args.methods, args.seeds):
+    for method, seed in schedule(args.methods, args.seeds, args.extra_seeds):
         path = RESULTS / f"{method}-s{seed}.json"
         if path.exists():
             continue
-        run = train_run(method, seed, args)
+        run = sft_more_run(seed, args) if method == SFT_MORE else train_run(method, seed, args)
+        run["note"] = args.note
         path.write_text(json.dumps(run, indent=2), encoding="utf-8")
-        written = write_report(args, warm, finished_runs(args))
         print(json.dumps({k: run[k] for k in ("method", "seed", "minutes")}), flush=True)
         if args.commit:
-            commit([path, *written], f"benchmarks/learning: {method} seed {seed}")
+            episodes = ROOT / run["episodes_file"]
+            commit([path, episodes], f"benchmarks/learning: {method} seed {seed}")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import hashlib
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,21 +25,30 @@ from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent
+SFT_MORE = "sft-more"
+"""Not a loop: the warm start trained further, one pass, on exactly the expert sequences
+its seed's coevolve-dpo run replayed (`sft_more_run`): the baseline an RL gain must beat."""
 RESULTS = ROOT / "docs/results/learning"
 ADAPTER = RESULTS / "warm-start-adapter"
 METHODS: dict[str, dict[str, Any]] = {
+    # the core rows (>= 5 seeds), in the order a seed runs them: sft-more trains on the
+    # expert sequences its seed's coevolve-dpo run replayed, so it comes after it
     "vanilla-grpo": {"algo": "vanilla-grpo"},
     "seal": {"algo": "seal", "weighting": {"mode": "trajectory"}},
-    "seal-turn": {"algo": "seal", "weighting": {"mode": "turn"}},
     "coevolve-dpo": {"algo": "coevolve-dpo"},
+    "sft-more": {"algo": SFT_MORE},
     # hard negatives + the failure agent, with SEAL's diagnosis-driven interface
     # evolution (DPO has no advantages, so diagnosis weights have nothing to scale)
     "seal-coevolve-dpo": {"algo": "coevolve-dpo", "ablation": {"adaptation": True}},
 }
-EXTRA_METHODS: dict[str, dict[str, Any]] = {
-    "eto": {"algo": "eto"},
-    "seal-no-adaptation": {"algo": "seal", "ablation": {"adaptation": False}},
+EXTRA_METHODS: dict[str, dict[str, Any]] = {  # >= 3 seeds
+    "seal-turn": {"algo": "seal", "weighting": {"mode": "turn"}},
     "seal-no-reweighting": {"algo": "seal", "ablation": {"reweighting": False}},
+    "seal-no-adaptation": {"algo": "seal", "ablation": {"adaptation": False}},
+    "seal-no-closed-loop": {"algo": "seal", "ablation": {"closed_loop": False}},
+    "eto": {"algo": "eto"},
+    # chosen = the agent's own successes: a DPO gain that needs no expert sequences
+    "coevolve-dpo-no-expert": {"algo": "coevolve-dpo", "dpo": {"expert_chosen": False}},
 }
 BASELINE = "vanilla-grpo"
 SERVE_DTYPE = "float32"
@@ -58,12 +69,13 @@ def benchmark_config(**overrides: Any) -> Any:
 
 
 def evaluate_checkpoint(
-    model_dir: Path, samples: int, temperature: float, work: Path, dtype: str
+    model_dir: Path, samples: int, temperature: float, work: Path, dtype: str, limit: int | None
 ) -> dict[str, Any]:
     """The warm start's evaluation, as a run's final one: greedy and sampled (at the
     rollout temperature) on all `test` tasks, greedy on all `ood` tasks, the base
     interface, the preset's limits. An interrupted evaluation of the same weights continues
-    (its stored episodes are kept); one of other weights starts over."""
+    (its stored episodes are kept); one of other weights starts over. `limit`: test tasks
+    taken round-robin over the categories (every run is evaluated on the same ones)."""
     stamp, digest = work / "model.sha256", fingerprint(model_dir)
     if not stamp.is_file() or stamp.read_text() != digest:
         shutil.rmtree(work, ignore_errors=True)
@@ -71,6 +83,8 @@ def evaluate_checkpoint(
         stamp.write_text(digest)
     config = benchmark_config()
     greedy = config.rollout.greedy(config.eval.max_tokens)
+    if config.eval.concurrency:  # as the loop's own evaluations
+        greedy = greedy.model_copy(update={"concurrency": config.eval.concurrency})
     sampled = greedy.model_copy(update={"temperature": temperature, "group_size": samples})
     store = TraceStore(work / "traces.sqlite")
     env = get_environment("kv-calc")
@@ -82,7 +96,9 @@ def evaluate_checkpoint(
             ("test-sampled", "test", sampled),
             ("ood", "ood", greedy),
         ):
-            tasks = [t.id for t in select_tasks(env, split, None, None)]
+            tasks = [
+                t.id for t in select_tasks(env, split, None, limit if split == "test" else None)
+            ]
             asyncio.run(rollouts(server, tasks, store, name, settings))
             result[name] = outcomes(store.episodes(name))
     store.close()
@@ -172,13 +188,29 @@ def warm_start(args: argparse.Namespace) -> dict[str, Any]:
     metrics = train_warm_start(target, args.out / "sft", steps=args.warm_steps)
     temperature = run_config(BASELINE, 0, args).rollout.temperature
     evaluation = evaluate_checkpoint(
-        target, args.eval_samples, temperature, args.out / "eval-warm-start", args.dtype
+        target,
+        args.eval_samples,
+        temperature,
+        args.out / "eval-warm-start",
+        args.dtype,
+        args.eval_limit,
+    )
+    # evaluation noise: the same weights evaluated again, on a fresh server
+    repeat = evaluate_checkpoint(
+        target,
+        args.eval_samples,
+        temperature,
+        args.out / "eval-warm-start-repeat",
+        args.dtype,
+        args.eval_limit,
     )
     return {
         "method": "warm-start",
         **evaluation,
         "sft": metrics,
+        "repeat": repeat,
         "settings": warm_start_settings(args.warm_steps),
+        "commit": args.code,
         "adapter_sha256": fingerprint(ADAPTER),
         "serving_dtype": args.dtype,
         "machine": machine(args.dtype),
@@ -204,25 +236,43 @@ def warm_start_settings(steps: int | None) -> dict[str, Any]:
     return benchmark_config(warm_start={"steps": steps} if steps else {}).warm_start.model_dump()
 
 
+def has_failure_agent(spec: dict[str, Any]) -> bool:
+    return spec["algo"] == "coevolve-dpo"
+
+
+def training_tasks(spec: dict[str, Any], args: argparse.Namespace) -> int:
+    """Tasks per iteration under the budget rule: every row rolls out as many episodes
+    per iteration as a coevolve-dpo row's two agents together (its policy's `--group`
+    per task, and the failure agent's `failure_group_size`); a row without a failure
+    agent gets that many with the policy alone, as more tasks of the same group size."""
+    if has_failure_agent(spec):
+        return args.tasks
+    failure = benchmark_config().dpo.failure_group_size
+    return args.tasks * (args.group + failure) // args.group
+
+
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     spec = {**METHODS, **EXTRA_METHODS}[method]
+    spec = {k: v for k, v in spec.items() if k != "dpo"}
     temperature = {"temperature": args.temperature} if args.temperature is not None else {}
+    tasks = training_tasks(spec, args)
     config = benchmark_config(
         model=str(args.out / "warm-start-model"),
         seed=seed,
         iterations=args.iterations,
         warm_start={"steps": 0},
         server_dtype=args.dtype,
-        rollout={"tasks_per_iteration": args.tasks, "group_size": args.group, **temperature},
-        optim={"max_samples": None, "mini_batches": args.mini_batches},
+        rollout={"tasks_per_iteration": tasks, "group_size": args.group, **temperature},
+        optim={"mini_batches": args.mini_batches},
         # as many optimiser steps per DPO round as GRPO takes per iteration: one budget
         dpo={
             "epochs": 1,
             "batch_pairs": -(-args.pairs // args.mini_batches),
             "max_pairs": args.pairs,
+            **{**METHODS, **EXTRA_METHODS}[method].get("dpo", {}),
         },
         eval={
-            "limit": None,
+            "limit": args.eval_limit,
             "every": args.iterations,
             "baseline": False,
             "samples": args.eval_samples,
@@ -263,7 +313,7 @@ def final_evaluation(run_dir: Path, version: int, config: Any, args: argparse.Na
         model = merge_adapter(model, adapter, run_dir / "final-model")
     temperature = config.rollout.temperature
     result = evaluate_checkpoint(
-        model, args.eval_samples, temperature, run_dir / "eval-final", args.dtype
+        model, args.eval_samples, temperature, run_dir / "eval-final", args.dtype, args.eval_limit
     )
     shutil.rmtree(run_dir / "final-model", ignore_errors=True)  # model-sized; rebuilt if asked
     return result
@@ -292,12 +342,37 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
     final_seconds = time.perf_counter() - evaluated  # ~0 where the loop evaluated it
     staged = sum(r.stage_seconds(s) for r in history for s in STAGES)
     trains = [r.train.model_dump() for r in history]
+    trained_version = max(
+        (int(a.name.removeprefix("step-")) for a in (out / "adapters").glob("step-*")),
+        default=0,
+    )
+    served = history[-1].policy_version
+    records = {
+        "budget": loop_budget(history, trains, config),
+        "commit": args.code,
+        "versions": {"trained": f"step-{trained_version}", "served": f"step-{served}"},
+        "swaps": [
+            r.swap.model_dump(
+                include={"version", "ok", "mean_logprob_diff", "rolled_back", "error"}
+            )
+            for r in history
+        ],
+        "final_evaluation": (
+            f"the run's own server, serving step-{served} (its last swap "
+            f"{'verified' if history[-1].swap.ok else 'failed: ' + str(history[-1].swap.error)})"
+            if final is not None
+            else f"a fresh {args.dtype} server without LoRA, the warm start with adapter "
+            f"step-{served} merged"
+        ),
+        "episodes_file": export_episodes(out / "traces.sqlite", method, seed),
+    }
     forwarded = sum(t.get("forwarded_tokens", 0.0) for t in trains)
     episodes = sum(t.get("episodes", 0.0) for t in trains)
     own = sum(t.get("episode_tokens", 0.0) for t in trains)
     return {
         "method": method,
         "seed": seed,
+        **records,
         "test": test.model_dump(exclude={"splits", "seconds"}),
         "ood": ood.model_dump(exclude={"seconds"}),
         "curve": [
@@ -333,10 +408,70 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
     }
 
 
-def schedule(methods: list[str], seeds: list[int]) -> list[tuple[str, int]]:
+def schedule(
+    methods: list[str], seeds: list[int], extra_seeds: list[int] | None = None
+) -> list[tuple[str, int]]:
     """Seed by seed, every method: an interrupted benchmark has the whole comparison at
-    as many seeds as possible."""
-    return [(m, s) for s in seeds for m in methods]
+    as many seeds as possible. The extra rows (`EXTRA_METHODS`) run at `extra_seeds`
+    only (all `seeds` when None)."""
+    extra = seeds if extra_seeds is None else extra_seeds
+    return [(m, s) for s in seeds for m in methods if m not in EXTRA_METHODS or s in extra]
+
+
+def loop_budget(history: list[Any], trains: list[dict[str, Any]], config: Any) -> dict[str, Any]:
+    """What a loop run spent: episodes rolled out by every agent (the failure agent's
+    too), tokens the policy trained on, expert sequences it replayed (coevolve-dpo's
+    chosen side; per iteration, the tasks whose reference solution was replayed) and
+    optimiser steps."""
+    experts = [list((t.get("target") or {}).get("expert_tasks") or []) for t in trains]
+    return {
+        "episodes": sum(
+            r.rollout.episodes
+            + (r.rollout.failure_agent.episodes if r.rollout.failure_agent else 0)
+            for r in history
+        ),
+        "trained_tokens": sum(
+            t.get("forwarded_tokens") or (t.get("target") or {}).get("trained_tokens") or 0.0
+            for t in trains
+        ),
+        "expert_sequences": sum(map(len, experts)),
+        "optimizer_steps": sum(optimizer_steps(t, config) for t in trains),
+        "expert_tasks": experts,
+    }
+
+
+def code_commit() -> str:
+    """The code a benchmark process runs: HEAD when it starts, marked when the library's
+    working tree differs from it."""
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "diff", "--quiet", "HEAD", "--", "seal_graph", "training", "graphs", "tools"],
+        cwd=ROOT,
+        check=False,
+    ).returncode
+    return head + (" (+ uncommitted library changes)" if dirty else "")
+
+
+EPISODES = RESULTS / "episodes"
+"""Each run's episodes, compressed JSON lines without token ids (messages, calls, tool
+events, turns, verdicts): what a reader needs to recheck a run's numbers."""
+
+
+def export_episodes(store_path: Path, method: str, seed: int) -> str:
+    """Every episode of a run's store into `EPISODES/METHOD-sSEED.jsonl.gz`; the path."""
+    EPISODES.mkdir(parents=True, exist_ok=True)
+    target = EPISODES / f"{method}-s{seed}.jsonl.gz"
+    store = TraceStore(store_path)
+    heavy = {"prompt_token_ids", "completion_token_ids", "completion_logprobs"}
+    with gzip.open(target, "wt", encoding="utf-8") as handle:
+        for run_id in store.runs():
+            for episode in store.episodes(run_id):
+                slim = episode.model_dump(mode="json", exclude={"llm_calls": {"__all__": heavy}})
+                handle.write(json.dumps(slim) + "\n")
+    store.close()
+    return str(target.relative_to(ROOT))
 
 
 def optimizer_steps(train: dict[str, Any], config: Any) -> float:
@@ -369,3 +504,78 @@ def trainer_loop(trains: list[dict[str, Any]]) -> dict[str, float]:
 
 def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The warm start trained further, one pass (the warm start's batch size and learning
+    rate), on exactly the expert sequences its seed's coevolve-dpo run replayed, then
+    evaluated as every run is: what more expert data alone buys."""
+    from datasets import Dataset
+
+    from seal_graph.training.policy import Policy
+    from seal_graph.training.sft import expert_trajectories
+    from seal_graph.training.sft import warm_start as sft
+
+    source = RESULTS / f"coevolve-dpo-s{seed}.json"
+    if not source.exists():
+        sys.exit(f"sft-more seed {seed} trains on what {source.name} replayed: run it first")
+    replayed = load(source)["budget"]["expert_tasks"]
+    out = args.out / f"{SFT_MORE}-s{seed}"
+    began = time.perf_counter()
+    config = benchmark_config(model=str(args.out / "warm-start-model"), seed=seed)
+    policy = Policy(args.out / "warm-start-model", config.lora)
+    env = get_environment("kv-calc")
+    tasks = [env.task(task) for iteration in replayed for task in iteration]
+    experts = asyncio.run(expert_trajectories(env, tasks, policy.tokenizer))
+    rows = [
+        {"input_ids": t.token_ids, "completion_mask": t.agent_mask} for t in experts.trajectories
+    ]
+    steps = -(-len(rows) // config.warm_start.batch_size)
+    metrics: dict[str, Any] = {"trained_tokens": 0.0}
+    model = args.out / "warm-start-model"
+    if rows:
+        settings = config.warm_start.model_copy(update={"steps": steps})
+        metrics = sft(
+            policy.model, policy.tokenizer, Dataset.from_list(rows), settings, out / "sft"
+        )
+        model = policy.save_merged(out / "final-model")
+    trained = time.perf_counter() - began
+    evaluation = evaluate_checkpoint(
+        model,
+        args.eval_samples,
+        benchmark_config().rollout.temperature,
+        out / "eval-final",
+        args.dtype,
+        args.eval_limit,
+    )
+    shutil.rmtree(out / "final-model", ignore_errors=True)
+    return {
+        "method": SFT_MORE,
+        "seed": seed,
+        "budget": {
+            "episodes": 0,
+            "trained_tokens": metrics["trained_tokens"],
+            # counted as coevolve-dpo counts them: expert episodes (one per task replayed);
+            # an episode whose calls do not chain trains as several sequences (sft_rows)
+            "expert_sequences": len(tasks),
+            "sft_rows": len(rows),
+            "optimizer_steps": steps if rows else 0,
+            "expert_tasks": replayed,
+        },
+        "commit": args.code,
+        "versions": {"trained": "sft-more", "served": "sft-more (merged)"},
+        "swaps": [],
+        "final_evaluation": f"a fresh {args.dtype} server without LoRA, the warm start trained "
+        "further and merged",
+        "episodes_file": export_episodes(out / "eval-final" / "traces.sqlite", SFT_MORE, seed),
+        "test": evaluation["test"],
+        "ood": evaluation["ood"],
+        "curve": [],
+        "optimizer_steps": steps if rows else 0,
+        "trained_episodes": 0,
+        "sft": metrics,
+        "minutes": (time.perf_counter() - began) / 60,
+        "train_minutes": trained / 60,
+        "serving_dtype": args.dtype,
+        "machine": machine(args.dtype),
+    }

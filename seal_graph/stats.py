@@ -68,3 +68,35 @@ def seeds_and_tasks_ci(
     means.sort()
     tail = (1 - level) / 2
     return mean, (means[round(tail * (resamples - 1))], means[round((1 - tail) * (resamples - 1))])
+
+
+def sign_flip_p(seed_differences: Sequence[float]) -> float:
+    """Two-sided p-value of a paired permutation test at the seed level: under "no
+    difference" each seed's mean paired difference is as likely negative as positive,
+    so every sign assignment is enumerated (2^seeds; exact) and the share whose mean is
+    at least as far from 0 as the observed one is the p-value. With 5 seeds the smallest
+    possible p is 2/32 = 0.0625: seeds, not tasks, bound what this test can show."""
+    if not seed_differences:
+        raise ValueError("no seeds: a permutation test needs at least one")
+    if len(seed_differences) > 20:
+        raise ValueError("more than 20 seeds: enumerate a sample of sign flips instead")
+    observed = abs(statistics.fmean(seed_differences))
+    n = len(seed_differences)
+    extreme = 0
+    for mask in range(2**n):
+        signs = [-1 if mask >> i & 1 else 1 for i in range(n)]
+        flipped = statistics.fmean(s * d for s, d in zip(signs, seed_differences, strict=True))
+        extreme += abs(flipped) >= observed - 1e-12
+    return extreme / 2**n
+
+
+def holm(pvalues: dict[str, float]) -> dict[str, float]:
+    """Holm-Bonferroni adjusted p-values over a family of comparisons (step-down: the
+    k-th smallest of m is multiplied by m - k + 1, kept monotone, capped at 1)."""
+    order = sorted(pvalues, key=pvalues.__getitem__)
+    adjusted: dict[str, float] = {}
+    running = 0.0
+    for rank, name in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * pvalues[name]))
+        adjusted[name] = running
+    return adjusted

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from seal_graph.stats import bootstrap_ci, paired_difference_ci, seeds_and_tasks_ci
+from seal_graph.stats import (
+    bootstrap_ci,
+    holm,
+    paired_difference_ci,
+    seeds_and_tasks_ci,
+    sign_flip_p,
+)
 
 
 def test_interval_of_a_constant_is_that_constant() -> None:
@@ -55,3 +61,18 @@ def test_seed_and_task_interval_widens_with_seed_disagreement() -> None:
     assert one == (1.0, (1.0, 1.0))
     with pytest.raises(ValueError, match="no task"):
         seeds_and_tasks_ci([{"a": 1.0}, {"b": 0.0}])
+
+
+def test_seed_permutation_test_is_exact_and_bounded_by_the_seeds() -> None:
+    assert sign_flip_p([0.1, 0.2, 0.05, 0.3, 0.15]) == pytest.approx(2 / 32)  # all positive
+    assert sign_flip_p([0.1, -0.1, 0.1, -0.1]) == 1.0  # no difference on average
+    mixed = sign_flip_p([0.3, 0.2, -0.05, 0.25, 0.1])
+    assert 2 / 32 < mixed < 0.5
+    with pytest.raises(ValueError, match="at least one"):
+        sign_flip_p([])
+
+
+def test_holm_steps_down_and_keeps_the_order() -> None:
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})
+    assert adjusted == pytest.approx({"a": 0.04, "b": 0.09, "c": 0.09, "d": 0.5})
+    assert holm({"only": 0.2}) == {"only": 0.2}

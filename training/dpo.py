@@ -44,6 +44,9 @@ from seal_graph.training.run_output import show_steps
 from seal_graph.training.settings import DPOSettings
 from seal_graph.training.trajectories import rendered_trajectory
 
+BOOKKEEPING = ("task_id", "chosen_source")
+"""Row fields for the budget's accounting (`dpo_step`'s metrics), not for the trainer."""
+
 
 @dataclass
 class AgentTokenCollator(DataCollatorForPreference):
@@ -93,6 +96,8 @@ def pair_rows(
                 "rejected_mask": rejected.continuation_mask,
                 "chosen_score": pair.chosen.score,
                 "rejected_score": pair.rejected.score,
+                "task_id": pair.task_id,
+                "chosen_source": pair.chosen.source,
             }
         )
     return rows
@@ -140,7 +145,7 @@ def dpo_step(
     beta: float,
     output_dir: Path,
     seed: int = 0,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """One round of DPO over the rows: `epochs` passes, `batch_pairs` pairs per step."""
     reset_peak_rss()
     began = time.perf_counter()
@@ -175,7 +180,9 @@ def dpo_step(
     trainer = TrajectoryDPOTrainer(
         model=model,
         args=args,
-        train_dataset=Dataset.from_list(rows),
+        train_dataset=Dataset.from_list(
+            [{k: r[k] for k in r if k not in BOOKKEEPING} for r in rows]
+        ),
         processing_class=tokenizer,
         data_collator=collator,
     )
@@ -196,6 +203,9 @@ def dpo_step(
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, int | float)}
     metrics.update(
         pairs=float(len(rows)),
+        # the budget: tokens trained on, and which tasks' expert sequences were replayed
+        trained_tokens=float(sum(pair_tokens(row) for row in rows)),
+        expert_tasks=sorted({r["task_id"] for r in rows if r.get("chosen_source") == "expert"}),
         optimizer_steps=float(trainer.state.global_step),
         gradient_checkpointing=float(checkpointing),
         beta=beta,

@@ -235,10 +235,11 @@ class HardNegativeDPO(Algorithm):
 def chosen_trajectories(
     run: LoopRun, episodes: list[Episode], system: dict[str, str | None]
 ) -> dict[str, Trajectory]:
-    """Per task: its expert trajectory, else its best successful episode of the batch."""
+    """Per task: its expert trajectory (unless `dpo.expert_chosen` is off), else its
+    best successful episode of the batch."""
     env = registry.get_environment(run.config.env)
     chosen: dict[str, Trajectory] = {}
-    for task_id in system:
+    for task_id in system if run.config.dpo.expert_chosen else ():
         expert = asyncio.run(expert_episode(env, env.task(task_id)))
         if expert is not None:
             chosen[task_id] = from_episode(expert, system[task_id], "expert")
@@ -275,10 +276,11 @@ def negative_statistics(negatives: list[Trajectory]) -> dict[str, float]:
     }
 
 
-def _dpo_summary(metrics: dict[str, float]) -> dict[str, float]:
+def _dpo_summary(metrics: dict[str, Any]) -> dict[str, Any]:
     keys = (
         "pairs", "optimizer_steps", "beta", "train_loss", "reward_margin",
         "reward_accuracy", "seconds", "peak_rss_mb", "gradient_checkpointing",
+        "trained_tokens", "expert_tasks",
     )  # fmt: skip
     return {k: metrics[k] for k in keys if k in metrics}
 

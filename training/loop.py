@@ -29,7 +29,7 @@ from seal_graph.training.console import console
 from seal_graph.training.replicas import ReplicasSwap
 from seal_graph.training.resources import LoopRun
 from seal_graph.training.sft import expert_dataset
-from seal_graph.training.sft import warm_start as sft_warm_start
+from seal_graph.training.warm_start_apart import warm_start_apart
 from seal_graph.training.weight_sync import Probe, reference_probe
 
 
@@ -248,11 +248,12 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
     if len(dataset) == 0:
         console.print(f"warm start skipped: {env.name} has no reference solutions to learn from")
         return {"skipped": True, "seconds": time.perf_counter() - began}
-    metrics = sft_warm_start(
-        run.policy.model, run.policy.tokenizer, dataset, settings, run.run_dir / "sft"
+    adapter = run.adapter_dir(run.policy.version + 1)
+    metrics = warm_start_apart(
+        run.policy.base_dir, run.config.lora, dataset.to_list(), settings, run.run_dir, adapter
     )
     run.policy.version += 1
-    run.policy.save_adapter(run.adapter_dir(run.policy.version))
+    run.policy.load_adapter(adapter)
     swapped = swap(run, run.policy.version, probe=None)
     return {
         "episodes": int(metrics["episodes"]),

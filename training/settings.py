@@ -185,6 +185,12 @@ class DPOSettings(_Settings):
     failure_group_size: int = Field(
         default=4, ge=1, description="Failure-agent rollouts per task (coevolve-dpo)."
     )
+    expert_chosen: bool = Field(
+        default=True,
+        description="The chosen side of a task's pairs is its expert trajectory (its "
+        "reference solution replayed) where it has one; False: only the agent's own "
+        "successes, so the gain cannot come from more expert sequences.",
+    )
     failure_pairs_per_task: int = Field(
         default=4, ge=1, description="Failure-agent preference pairs per task (coevolve-dpo)."
     )
