@@ -29,7 +29,7 @@ from seal_graph.training.console import console
 from seal_graph.training.replicas import ReplicasSwap
 from seal_graph.training.resources import LoopRun
 from seal_graph.training.sft import expert_dataset
-from seal_graph.training.warm_start_apart import warm_start_apart
+from seal_graph.training.warm_start_apart import WarmStartJob, warm_start_apart
 from seal_graph.training.weight_sync import Probe, reference_probe
 
 
@@ -249,9 +249,10 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
         console.print(f"warm start skipped: {env.name} has no reference solutions to learn from")
         return {"skipped": True, "seconds": time.perf_counter() - began}
     adapter = run.adapter_dir(run.policy.version + 1)
-    metrics = warm_start_apart(
+    job = WarmStartJob(
         run.policy.base_dir, run.config.lora, dataset.to_list(), settings, run.run_dir, adapter
     )
+    metrics = warm_start_apart(job)
     run.policy.version += 1
     run.policy.load_adapter(adapter)
     swapped = swap(run, run.policy.version, probe=None)

@@ -13,46 +13,49 @@ from __future__ import annotations
 
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from seal_graph.training.settings import LoraSettings, WarmStartSettings
 
 
-def warm_start_apart(
-    base_dir: Path,
-    lora: LoraSettings,
-    rows: list[dict[str, Any]],
-    settings: WarmStartSettings,
-    run_dir: Path,
-    adapter: Path,
-) -> dict[str, float]:
-    """SFT of a fresh adapter on `rows` (`input_ids`, `completion_mask`) in a spawned
-    process, written to `adapter`; the trainer's metrics."""
+@dataclass(frozen=True)
+class WarmStartJob:
+    """What the spawned process needs: the base weights and adapter shape, the rows
+    (`input_ids`, `completion_mask`), the SFT settings, where to log and write."""
+
+    base_dir: Path
+    lora: LoraSettings
+    rows: list[dict[str, Any]]
+    settings: WarmStartSettings
+    run_dir: Path
+    adapter: Path
+
+
+def warm_start_apart(job: WarmStartJob) -> dict[str, float]:
+    """SFT of a fresh adapter on the job's rows in a spawned process, written to
+    `job.adapter`; the trainer's metrics."""
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        job = pool.submit(_train, base_dir, lora, rows, settings, run_dir, adapter)
-        return job.result()
+        return pool.submit(_train, job).result()
 
 
-def _train(
-    base_dir: Path,
-    lora: LoraSettings,
-    rows: list[dict[str, Any]],
-    settings: WarmStartSettings,
-    run_dir: Path,
-    adapter: Path,
-) -> dict[str, float]:
+def _train(job: WarmStartJob) -> dict[str, float]:
     from datasets import Dataset
 
     from seal_graph.training.policy import Policy
     from seal_graph.training.run_output import send_library_output_to
     from seal_graph.training.sft import warm_start
 
-    send_library_output_to(run_dir)  # the child's library output into the run's log too
-    policy = Policy(base_dir, lora)
+    send_library_output_to(job.run_dir)  # the child's library output into the run's log too
+    policy = Policy(job.base_dir, job.lora)
     metrics = warm_start(
-        policy.model, policy.tokenizer, Dataset.from_list(rows), settings, run_dir / "sft"
+        policy.model,
+        policy.tokenizer,
+        Dataset.from_list(job.rows),
+        job.settings,
+        job.run_dir / "sft",
     )
-    policy.save_adapter(adapter)
+    policy.save_adapter(job.adapter)
     return metrics
