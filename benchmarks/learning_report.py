@@ -13,6 +13,7 @@ from typing import Any
 from learning_runs import (
     BASELINE,
     RESULTS,
+    SFT_MORE,
     _signal,
     benchmark_config,
     load,
@@ -21,7 +22,9 @@ from learning_runs import (
 from machine import cpu_of, machine_of  # benchmarks/machine.py
 
 from seal_graph.labels import SUCCESS_LABELS, UNTRUSTED_LABELS
-from seal_graph.stats import seeds_and_tasks_ci
+from seal_graph.registry import get_environment
+from seal_graph.runners.evaluation import category
+from seal_graph.stats import holm, seeds_and_tasks_ci, sign_flip_p
 
 
 def points(value: float) -> float:
@@ -50,36 +53,103 @@ def differences(runs: list[dict], others: list[dict] | dict, key: str) -> list[d
 
 
 def run_values(run: dict, key: str) -> dict[str, float]:
+    """Per-task success of a run (or the warm start) on test greedy, test sampled or ood."""
     split, field = {"test": ("test", "per_task"), "test_sampled": ("test", "sampled_per_task"),
                     "ood": ("ood", "per_task")}[key]  # fmt: skip
     return run[split][field]
 
 
+SPLITS = ("test", "test_sampled", "ood")
+REFERENCES = {"warm_start": None, "vanilla": BASELINE, "sft_more": SFT_MORE}
+"""What every row is compared with, paired by task (and by seed for the rows)."""
+
+
 def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
     """learning.json: per method, mean and 95% interval (seeds and tasks resampled) of
-    each score and of the paired differences to the warm start and to vanilla GRPO."""
+    each score, per category too, and of the paired differences to the warm start, to
+    vanilla GRPO and to sft-more, each with a seed-level sign-flip p-value and its Holm
+    adjustment over every comparison reported; the budget each row spent."""
     methods: dict[str, Any] = {}
-    baseline = [r for r in runs if r["method"] == BASELINE]
+    family: dict[str, float] = {}
     for method in dict.fromkeys(r["method"] for r in runs):
         mine = [r for r in runs if r["method"] == method]
         entry: dict[str, Any] = {"seeds": len(mine)}
-        for key in ("test", "test_sampled", "ood"):
+        for key in SPLITS:
             entry[key] = interval(*seeds_and_tasks_ci([run_values(r, key) for r in mine]))
-        entry["delta_warm_start"] = interval(*seeds_and_tasks_ci(differences(mine, warm, "test")))
-        paired = differences(mine, baseline, "test")
-        if method != BASELINE and paired:
-            entry["delta_vanilla"] = interval(*seeds_and_tasks_ci(paired))
+        entry["by_category"] = {key: by_category(mine, warm, key) for key in SPLITS}
+        entry["comparisons"] = {}
+        for name, reference in REFERENCES.items():
+            if reference == method:
+                continue
+            others = warm if reference is None else [r for r in runs if r["method"] == reference]
+            for key in SPLITS:
+                paired = differences(mine, others, key)
+                if not paired:
+                    continue
+                compared = interval(*seeds_and_tasks_ci(paired))
+                compared["p"] = sign_flip_p([statistics.fmean(d.values()) for d in paired])
+                entry["comparisons"][f"{name}/{key}"] = compared
+                family[f"{method} vs {name}/{key}"] = compared["p"]
+                if key == "test":
+                    entry[f"delta_{name}"] = compared
+        entry["budget"] = budget(mine)
         entry["minutes_per_run"] = round(statistics.fmean(r["minutes"] for r in mine), 1)
         entry["resumed_runs"] = sum(bool(r.get("resumed")) for r in mine)
-        tokens = [r["tokens_per_trained_episode"] for r in mine if r["tokens_per_trained_episode"]]
+        tokens = [t for r in mine if (t := r.get("tokens_per_trained_episode"))]
         entry["tokens_per_trained_episode"] = round(statistics.fmean(tokens)) if tokens else None
         entry["optimizer_steps_per_run"] = statistics.fmean(r["optimizer_steps"] for r in mine)
         methods[method] = entry
+    adjusted = holm(family) if family else {}
+    for method, entry in methods.items():
+        for name, compared in entry["comparisons"].items():
+            compared["p_holm"] = adjusted[f"{method} vs {name}"]
     warm_entry = {
         key: interval(*seeds_and_tasks_ci([run_values(warm, key)]))
         for key in ("test", "test_sampled", "ood")
     }
-    return {"warm_start": warm_entry, "methods": methods}
+    if "repeat" in warm:  # the same weights evaluated twice: evaluation noise
+        warm_entry["repeat_delta"] = {
+            key: interval(*seeds_and_tasks_ci(differences([warm["repeat"]], warm, key)))
+            for key in SPLITS
+        }
+    return {"warm_start": warm_entry, "methods": methods, "comparisons": len(family)}
+
+
+def by_category(runs: list[dict], warm: dict, key: str) -> dict[str, Any]:
+    """Per task category: success and the paired difference to the warm start."""
+    categories: dict[str, Any] = {}
+    for name in sorted({category_of(t) for r in runs for t in run_values(r, key)}):
+
+        def only(values: dict[str, float], name: str = name) -> dict[str, float]:
+            return {t: v for t, v in values.items() if category_of(t) == name}
+
+        scores = [only(run_values(r, key)) for r in runs]
+        reference = only(run_values(warm, key))
+        categories[name] = {
+            "success": interval(*seeds_and_tasks_ci(scores)),
+            "delta_warm_start": interval(
+                *seeds_and_tasks_ci([{t: s[t] - reference[t] for t in s} for s in scores])
+            ),
+        }
+    return categories
+
+
+def category_of(task_id: str) -> str:
+    """A kv-calc task's category (`base`, `miss_param`, `miss_func`, `long_context`,
+    `ood`), from the environment's own metadata."""
+    return _CATEGORIES.setdefault(task_id, category(get_environment("kv-calc").task(task_id)))
+
+
+_CATEGORIES: dict[str, str] = {}
+
+
+def budget(runs: list[dict]) -> dict[str, float | None]:
+    """What a row spent per run, averaged over its seeds (None for round-1 records)."""
+    spent = [r["budget"] for r in runs if "budget" in r]
+    keys = ("episodes", "trained_tokens", "expert_sequences", "optimizer_steps")
+    if not spent:
+        return dict.fromkeys(keys)
+    return {k: round(statistics.fmean(b[k] for b in spent), 1) for k in keys}
 
 
 def _cell(entry: dict | None) -> str:
