@@ -252,8 +252,8 @@ def training_tasks(spec: dict[str, Any], args: argparse.Namespace) -> int:
 
 
 def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
-    spec = {**METHODS, **EXTRA_METHODS}[method]
-    spec = {k: v for k, v in spec.items() if k != "dpo"}
+    declared = {**METHODS, **EXTRA_METHODS}[method]
+    spec = {k: v for k, v in declared.items() if k != "dpo"}
     temperature = {"temperature": args.temperature} if args.temperature is not None else {}
     tasks = training_tasks(spec, args)
     config = benchmark_config(
@@ -269,7 +269,7 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
             "epochs": 1,
             "batch_pairs": -(-args.pairs // args.mini_batches),
             "max_pairs": args.pairs,
-            **{**METHODS, **EXTRA_METHODS}[method].get("dpo", {}),
+            **declared.get("dpo", {}),
         },
         eval={
             "limit": args.eval_limit,
@@ -543,7 +543,7 @@ def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     evaluation = evaluate_checkpoint(
         model,
         args.eval_samples,
-        benchmark_config().rollout.temperature,
+        run_config(BASELINE, seed, args).rollout.temperature,  # as every run's (--temperature)
         out / "eval-final",
         args.dtype,
         args.eval_limit,
