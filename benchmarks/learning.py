@@ -17,9 +17,12 @@ run replayed. Each run records what it spent (episodes of every agent, trained t
 expert sequences, optimiser steps), the code commit, the trained and served versions and
 every swap's status, and ends with greedy and sampled evaluations on `--eval-limit` of
 kv-calc's `test` tasks (the same ones for every run, round-robin over the categories) and
-a greedy one on all `ood` tasks, on the base interface. The warm start is evaluated twice
-(evaluation noise). Settings come from the `val` sweep (`docs/results/sweep.md`); `test`
-is read only by these final evaluations.
+a greedy one on all `ood` tasks, on the base interface. The warm start and the first
+vanilla-grpo run's final checkpoint are evaluated twice (evaluation noise). Settings come
+from the `val` sweeps (`docs/results/sweep.md`; the DPO rows' learning rate from
+`--sweep-dpo`, which they wait for); `test` is read only by these final evaluations.
+
+    .venv/bin/python benchmarks/learning.py --sweep-dpo 2e-5 5e-5 1e-4 --commit
 
 Every finished piece is a JSON file under `docs/results/learning/` (the warm start's
 evaluation, then one file per method and seed), and each run's episodes a compressed
@@ -42,17 +45,24 @@ from typing import Any
 from learning_report import write_report  # benchmarks/learning_report.py
 from learning_runs import (  # benchmarks/learning_runs.py
     ADAPTER,
+    BASELINE,
+    DPO_SWEEP,
     EXTRA_METHODS,
     METHODS,
     RESULTS,
     ROOT,
     SFT_MORE,
+    benchmark_config,
     code_commit,
+    dpo_rate_chosen,
+    dpo_sweep_run,
     load,
+    repeat_final_evaluation,
     restore_warm_start,
     schedule,
     sft_more_run,
     train_run,
+    uses_dpo,
     warm_start,
     warm_start_settings,
 )
@@ -119,6 +129,12 @@ def main() -> None:
         help="Recorded in every run this invocation finishes (e.g. what else ran beside it: "
         "its minutes are then not a quiet machine's).",
     )  # fmt: skip
+    parser.add_argument(
+        "--sweep-dpo", type=float, nargs="+", default=None, metavar="RATE",
+        help="Only the DPO rows' val sweep: coevolve-dpo at these learning rates, seed 0, "
+        "evaluated on val after every iteration (the DPO rows wait for it).",
+    )  # fmt: skip
+    parser.add_argument("--sweep-limit", type=int, default=48, help="val tasks of the sweep.")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
     parser.add_argument("--commit", action="store_true", help="git-commit each result file.")
@@ -161,9 +177,16 @@ def main() -> None:
     if not (args.out / "warm-start-model" / "config.json").exists():
         restore_warm_start(args, warm)
     print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
+    if args.sweep_dpo:
+        sweep_dpo(args)
+        return
+    if any(uses_dpo(m) for m in args.methods):
+        require_dpo_sweep()
     for method, seed in schedule(args.methods, args.seeds, args.extra_seeds):
         path = RESULTS / f"{method}-s{seed}.json"
         if path.exists():
+            if (method, seed) == (BASELINE, args.seeds[0]):
+                add_repeat(path, args)
             continue
         run = sft_more_run(seed, args) if method == SFT_MORE else train_run(method, seed, args)
         run["note"] = args.note
@@ -172,6 +195,56 @@ def main() -> None:
         if args.commit:
             episodes = ROOT / run["episodes_file"]
             commit([path, episodes], f"benchmarks/learning: {method} seed {seed}")
+        if (method, seed) == (BASELINE, args.seeds[0]):
+            add_repeat(path, args)
+
+
+def sweep_dpo(args: argparse.Namespace) -> None:
+    """The DPO learning rates on `val`, one committed row each; a finished rate is kept."""
+    rows = load(DPO_SWEEP)["rows"] if DPO_SWEEP.exists() else []
+    for rate in args.sweep_dpo:
+        if any(r["learning_rate"] == rate for r in rows):
+            continue
+        rows.append(dpo_sweep_run(rate, args))
+        DPO_SWEEP.write_text(json.dumps({"rows": rows}, indent=2), encoding="utf-8")
+        print(
+            json.dumps({"learning_rate": rate, "val": rows[-1]["iterations"][-1]["val"]["success"]})
+        )
+        if args.commit:
+            commit([DPO_SWEEP], f"benchmarks/learning: DPO learning rate {rate:g} on val")
+    pinned = benchmark_config().dpo.learning_rate
+    print(f"the sweep's rule keeps {dpo_rate_chosen(rows, pinned):g} (pinned: {pinned:g})")
+
+
+def require_dpo_sweep() -> None:
+    """The DPO rows run at the rate their `val` sweep chose, pinned in learning.toml."""
+    if not DPO_SWEEP.exists():
+        sys.exit(
+            "the DPO rows' learning rate is not chosen on val yet: run "
+            "`benchmarks/learning.py --sweep-dpo 2e-5 5e-5 1e-4 --commit` first"
+        )
+    pinned = benchmark_config().dpo.learning_rate
+    chosen = dpo_rate_chosen(load(DPO_SWEEP)["rows"], pinned)
+    if chosen != pinned:
+        sys.exit(
+            f"the val sweep chose DPO learning rate {chosen:g}; learning.toml pins "
+            f"{pinned:g}: pin the sweep's choice before the DPO rows run"
+        )
+
+
+def add_repeat(path: Path, args: argparse.Namespace) -> None:
+    """The first baseline run's final checkpoint evaluated a second time (evaluation noise
+    of a trained policy, beside the warm start's), once, while its adapters are here."""
+    run = load(path)
+    if "repeat" in run:
+        return
+    repeat = repeat_final_evaluation(run["method"], run["seed"], args)
+    if repeat is None:
+        print(f"{path.name}: its adapters are gone from {args.out}; no repeat", file=sys.stderr)
+        return
+    path.write_text(json.dumps({**run, "repeat": repeat}, indent=2), encoding="utf-8")
+    if args.commit:
+        commit([path], f"benchmarks/learning: {run['method']} seed {run['seed']} evaluated again")
 
 
 if __name__ == "__main__":

@@ -236,6 +236,13 @@ def warm_start_settings(steps: int | None) -> dict[str, Any]:
     return benchmark_config(warm_start={"steps": steps} if steps else {}).warm_start.model_dump()
 
 
+def uses_dpo(method: str) -> bool:
+    """Whether a row trains by DPO (its learning rate comes from the DPO sweep)."""
+    from seal_graph.training.config import DPO_ALGOS
+
+    return {**METHODS, **EXTRA_METHODS}[method]["algo"] in DPO_ALGOS
+
+
 def has_failure_agent(spec: dict[str, Any]) -> bool:
     return spec["algo"] == "coevolve-dpo"
 
@@ -287,6 +294,58 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     return config
 
 
+DPO_SWEEP = RESULTS / "sweep-dpo.json"
+"""The DPO rows' learning rate, chosen on `val` before any of them ran (`dpo_sweep_run`)."""
+
+
+def dpo_sweep_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
+    """coevolve-dpo at seed 0 with DPO learning rate `rate`, the benchmark's budget, from
+    the shared warm start, evaluated greedily on `--sweep-limit` `val` tasks after every
+    iteration (on the run's own server): the rule of `benchmarks/sweep.py` then keeps the
+    rate with the highest `val` success after the last iteration, the pinned one where the
+    intervals cannot tell them apart. `test` is not read."""
+    from seal_graph.training.metrics import history_of
+    from seal_graph.training.run import run_training
+
+    config = run_config("coevolve-dpo", 0, args)
+    config.dpo.learning_rate = rate
+    config.eval = config.eval.model_copy(
+        update={"split": "val", "every": 1, "limit": args.sweep_limit, "final": True,
+                "final_splits": [], "samples": 0}
+    )  # fmt: skip
+    out = args.out / f"sweep-dpo-lr{rate:g}"
+    began = time.perf_counter()
+    history = history_of(
+        run_training(config, out=out, resume=(out / "config.json").exists())["history"]
+    )
+    return {
+        "learning_rate": rate,
+        "iterations": [
+            {
+                "iteration": r.iteration,
+                "val": r.evaluate.model_dump(include={"success", "ci", "per_task"}),
+                "train_success": r.rollout.train_success,
+                **dpo_point(r.train.target),
+            }
+            for r in history
+            if r.evaluate is not None
+        ],
+        "commit": args.code,
+        "machine": machine(args.dtype),
+        "minutes": (time.perf_counter() - began) / 60,
+        "command": f"benchmarks/learning.py {args.command}",
+    }
+
+
+def dpo_rate_chosen(sweep: list[dict[str, Any]], pinned: float) -> float:
+    """The sweep's rule: the rate with the highest `val` success after the last iteration;
+    the pinned one where its success lies inside that rate's 95% interval."""
+    final = {row["learning_rate"]: row["iterations"][-1]["val"] for row in sweep}
+    best = max(final, key=lambda rate: final[rate]["success"])
+    low = final[best]["ci"][0]
+    return pinned if pinned in final and final[pinned]["success"] >= low else best
+
+
 def _signal(point: dict) -> str:
     """What an iteration trained on: GRPO groups without signal of all groups, or the DPO
     round."""
@@ -304,19 +363,40 @@ def dpo_point(round_: Any) -> dict[str, float | None]:
     return {"dpo_pairs": round_.pairs, "dpo_margin": round_.reward_margin}
 
 
-def final_evaluation(run_dir: Path, version: int, config: Any, args: argparse.Namespace) -> dict:
-    """A LoRA-served run's final policy (adapter `version`) merged into the warm start and
-    evaluated as the warm start was, on a float32 server without LoRA."""
+def final_evaluation(
+    run_dir: Path, version: int, config: Any, args: argparse.Namespace, work: str = "eval-final"
+) -> dict:
+    """A run's final policy (adapter `version`) merged into the warm start and evaluated
+    as the warm start was, on a fresh server without LoRA (the LoRA-served runs' final
+    evaluation; any run's repeat)."""
     model = args.out / "warm-start-model"
     if version > 0:
         adapter = run_dir / "adapters" / f"step-{version}"
         model = merge_adapter(model, adapter, run_dir / "final-model")
     temperature = config.rollout.temperature
     result = evaluate_checkpoint(
-        model, args.eval_samples, temperature, run_dir / "eval-final", args.dtype, args.eval_limit
+        model, args.eval_samples, temperature, run_dir / work, args.dtype, args.eval_limit
     )
     shutil.rmtree(run_dir / "final-model", ignore_errors=True)  # model-sized; rebuilt if asked
     return result
+
+
+def repeat_final_evaluation(method: str, seed: int, args: argparse.Namespace) -> dict | None:
+    """A finished run's final policy evaluated again, as the warm start's repeat is (its
+    final adapter merged into the warm start, a fresh server): evaluation noise of a
+    trained checkpoint. None when this checkout no longer holds the run's adapters (a
+    later session: `runs/` is not kept)."""
+    adapters = sorted(
+        (args.out / f"{method}-s{seed}" / "adapters").glob("step-*"),
+        key=lambda a: int(a.name.removeprefix("step-")),
+    )
+    if not adapters:
+        return None
+    run_dir = args.out / f"{method}-s{seed}"
+    config = run_config(method, seed, args)
+    version = int(adapters[-1].name.removeprefix("step-"))
+    repeat = final_evaluation(run_dir, version, config, args, work="eval-repeat")
+    return {**repeat, "of": f"step-{version}, merged into the warm start, a fresh server"}
 
 
 def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
