@@ -156,7 +156,7 @@ def main() -> None:
             sys.exit(f"nothing finished under {RESULTS}: run the benchmark first")
         print("wrote", *write_report(args, load(warm_file), finished_runs(args)))
         return
-    if not args.resume and any(RESULTS.glob("*.json")):
+    if not (args.resume or args.sweep_dpo) and any(RESULTS.glob("*.json")):
         sys.exit(
             f"{RESULTS} already holds results: add --resume to continue that benchmark, or "
             "move them away to start over"
