@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from learning_report import write_report  # benchmarks/learning_report.py
+from learning_page import write_report  # benchmarks/learning_page.py
 from learning_runs import (  # benchmarks/learning_runs.py
     ADAPTER,
     BASELINE,
@@ -189,7 +189,7 @@ def main() -> None:
                 add_repeat(path, args)
             continue
         run = sft_more_run(seed, args) if method == SFT_MORE else train_run(method, seed, args)
-        run["note"] = args.note
+        run["note"], run["command"] = args.note, args.command
         path.write_text(json.dumps(run, indent=2), encoding="utf-8")
         print(json.dumps({k: run[k] for k in ("method", "seed", "minutes")}), flush=True)
         if args.commit:

@@ -52,9 +52,10 @@ EXTRA_METHODS: dict[str, dict[str, Any]] = {  # >= 3 seeds
 }
 BASELINE = "vanilla-grpo"
 SERVE_DTYPE = "float32"
-"""What every server of a new benchmark serves in; a resumed one keeps what its warm start
-recorded. Not bfloat16 even where the CPU has its kernels: an AVX2-only machine cannot
-serve it, and bf16 greedy decoding flips near-ties, so runs served in the two differ."""
+"""What `benchmarks/grpo_signal.py`'s servers serve in, on every machine (an AVX2-only one
+cannot serve bfloat16, and bf16 greedy decoding flips near-ties). The learning benchmark
+serves in this machine's fastest dtype instead (`machine.serving_dtype_here`) and keeps to
+one machine type, recorded in `warm-start.json`."""
 
 
 SETTINGS = Path(__file__).with_name("learning.toml")
