@@ -302,8 +302,9 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         f"episodes per iteration: a coevolve-dpo row's policy and failure agent together "
         f"({dpo_tasks} tasks x ({args.group} + {failure})), a row without a failure agent "
         f"as many with its policy alone ({grpo_tasks} tasks x {args.group}); "
-        f"{args.mini_batches} optimiser step per iteration (GRPO over all of the "
-        f"iteration's episodes; DPO one round of at most {args.pairs} pairs); `sft-more` "
+        f"{args.mini_batches} optimiser step per iteration (GRPO over the iteration's "
+        f"episodes with a non-zero advantage, at most {config.optim.max_samples}; DPO one "
+        f"round of at most {args.pairs} pairs); `sft-more` "
         "trains the warm start one pass on exactly the expert sequences its seed's "
         "coevolve-dpo run replayed (what more expert data alone buys). Every row's spend "
         "is in the budget table.",
@@ -455,7 +456,11 @@ def against_targets(table: dict, runs: list[dict], args: argparse.Namespace) -> 
     def verdict(ok: bool, *needed: str) -> str:
         short = [m for m in needed if seeds_of(m) < (core if m in METHODS else 3)]
         if short:
-            return "not judged yet (" + ", ".join(f"{m}: {seeds_of(m)} seeds" for m in short) + ")"
+            return (
+                "not judged yet (seeds so far: "
+                + ", ".join(f"{m} {seeds_of(m)}" for m in short)
+                + ")"
+            )
         return "**met**" if ok else "**missed**"
 
     lines = ["## Against the targets", ""]
