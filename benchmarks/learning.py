@@ -64,6 +64,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     train_run,
     uses_dpo,
     warm_start,
+    warm_start_on_val,
     warm_start_settings,
 )
 from machine import cpu_name, cpu_of, serving_dtype_here  # benchmarks/machine.py
@@ -201,12 +202,16 @@ def main() -> None:
 
 def sweep_dpo(args: argparse.Namespace) -> None:
     """The DPO learning rates on `val`, one committed row each; a finished rate is kept."""
-    rows = load(DPO_SWEEP)["rows"] if DPO_SWEEP.exists() else []
+    saved = load(DPO_SWEEP) if DPO_SWEEP.exists() else {}
+    rows = saved.get("rows", [])
+    if "warm_start" not in saved:  # the point the rates are read against
+        saved["warm_start"] = warm_start_on_val(args)
+        DPO_SWEEP.write_text(json.dumps({**saved, "rows": rows}, indent=2), encoding="utf-8")
     for rate in args.sweep_dpo:
         if any(r["learning_rate"] == rate for r in rows):
             continue
         rows.append(dpo_sweep_run(rate, args))
-        DPO_SWEEP.write_text(json.dumps({"rows": rows}, indent=2), encoding="utf-8")
+        DPO_SWEEP.write_text(json.dumps({**saved, "rows": rows}, indent=2), encoding="utf-8")
         print(
             json.dumps({"learning_rate": rate, "val": rows[-1]["iterations"][-1]["val"]["success"]})
         )

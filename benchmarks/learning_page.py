@@ -554,7 +554,8 @@ def sweep_lines() -> list[str]:
     lines = ["## The DPO rows' learning rate, chosen on `val`", ""]
     if not DPO_SWEEP.exists():
         return [*lines, "Not swept yet: the DPO rows wait for it."]
-    rows = load(DPO_SWEEP)["rows"]
+    saved = load(DPO_SWEEP)
+    rows = saved["rows"]
     pinned = benchmark_config().dpo.learning_rate
     kept = dpo_rate_chosen(rows, pinned)
     lines += [
@@ -565,19 +566,21 @@ def sweep_lines() -> list[str]:
         f"that rate's 95% interval. Kept: **{kept:g}**.",
         "",
         "| learning rate | "
-        + " | ".join(f"val after it {p['iteration'] + 1}" for p in rows[0]["iterations"])
+        + " | ".join(f"val after it {p['iteration']}" for p in rows[0]["iterations"])
         + " | training success | DPO round | minutes | command |",
         "|---|" + "---|" * (len(rows[0]["iterations"]) + 4),
     ]
+    if "warm_start" in saved:
+        val = saved["warm_start"]["val"]
+        lines.append(
+            f"| none (the warm start, a fresh server) | "
+            f"{_percent(val['success'], val['ci'])} | — | — | — | — | — |"
+        )
     for row in sorted(rows, key=lambda r: r["learning_rate"]):
         its = row["iterations"]
         lines.append(
             f"| {row['learning_rate']:g} | "
-            + " | ".join(
-                f"{100 * p['val']['success']:.1f} [{100 * p['val']['ci'][0]:.1f}, "
-                f"{100 * p['val']['ci'][1]:.1f}]"
-                for p in its
-            )
+            + " | ".join(_percent(p["val"]["success"], p["val"]["ci"]) for p in its)
             + " | "
             + ", ".join(f"{100 * p['train_success']:.0f}%" for p in its)
             + " | "
@@ -585,6 +588,10 @@ def sweep_lines() -> list[str]:
             + f" | {row['minutes']:.0f} | `{row['command']}` |"
         )
     return lines
+
+
+def _percent(success: float, ci: list[float]) -> str:
+    return f"{100 * success:.1f} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
 def run_lines(runs: list[dict], iterations: int) -> list[str]:

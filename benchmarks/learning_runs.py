@@ -82,10 +82,7 @@ def evaluate_checkpoint(
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         stamp.write_text(digest)
-    config = benchmark_config()
-    greedy = config.rollout.greedy(config.eval.max_tokens)
-    if config.eval.concurrency:  # as the loop's own evaluations
-        greedy = greedy.model_copy(update={"concurrency": config.eval.concurrency})
+    greedy = greedy_settings()
     sampled = greedy.model_copy(update={"temperature": temperature, "group_size": samples})
     store = TraceStore(work / "traces.sqlite")
     env = get_environment("kv-calc")
@@ -113,6 +110,33 @@ def evaluate_checkpoint(
         },
         "ood": ood,
     }
+
+
+def greedy_settings() -> RolloutSettings:
+    """Greedy evaluation as the loop's own evaluations take it (the pinned limits)."""
+    config = benchmark_config()
+    greedy = config.rollout.greedy(config.eval.max_tokens)
+    if config.eval.concurrency:
+        greedy = greedy.model_copy(update={"concurrency": config.eval.concurrency})
+    return greedy
+
+
+def warm_start_on_val(args: argparse.Namespace) -> dict[str, Any]:
+    """The shared warm start, greedy on the DPO sweep's `val` tasks on a fresh server:
+    the point the sweep's rates are read against."""
+    work = args.out / "sweep-dpo-warm-start"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    store = TraceStore(work / "traces.sqlite")
+    env = get_environment("kv-calc")
+    tasks = [t.id for t in select_tasks(env, "val", None, args.sweep_limit)]
+    serving = ServerSettings(model=str(args.out / "warm-start-model"), enable_lora=False,
+                             dtype=args.dtype)  # fmt: skip
+    with ModelServer.start(serving) as server:
+        asyncio.run(rollouts(server, tasks, store, "val", greedy_settings()))
+    result = outcomes(store.episodes("val"))
+    store.close()
+    return {"val": {k: result[k] for k in ("success", "ci", "per_task")}, "commit": args.code}
 
 
 async def rollouts(
