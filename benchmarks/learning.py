@@ -142,7 +142,11 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true", help="Rebuild the report only.")
     args = parser.parse_args()
     bookkeeping = ("--report-only", "--resume", "--commit")  # no bearing on the results
-    args.command = " ".join(a for a in sys.argv[1:] if a not in bookkeeping)
+    given = sys.argv[1:]
+    noted = {i + 1 for i, a in enumerate(given) if a == "--note"}  # recorded apart
+    args.command = " ".join(
+        a for i, a in enumerate(given) if a not in (*bookkeeping, "--note") and i not in noted
+    )
     args.code = code_commit()  # what this process runs, whatever HEAD becomes meanwhile
     RESULTS.mkdir(parents=True, exist_ok=True)
     warm_file = RESULTS / "warm-start.json"

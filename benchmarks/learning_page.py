@@ -166,7 +166,8 @@ def diagnosis_weights(runs: list[dict]) -> list[str]:
     finals = {k: [r["curve"][-1]["rho"].get(k, 1.0) for r in ended] for k in seen}
     spread = max(abs(v - 1.0) for values in finals.values() for v in values)
     return [
-        f"- How far SEAL's diagnosis reweighted ({len(ended)} runs that recorded rho: "
+        f"- How far SEAL's diagnosis reweighted ({len(ended)} run{'s' * (len(ended) != 1)} that "
+        "recorded rho: "
         + ", ".join(f"{r['method']} s{r['seed']}" for r in ended)
         + "): rho after the last iteration "
         + "; ".join(
@@ -563,18 +564,21 @@ def sweep_lines() -> list[str]:
         f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
         "iteration on the run's own server. The rule: the rate with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
-        f"that rate's 95% interval. Kept: **{kept:g}**.",
+        f"that rate's 95% interval. Kept: **{kept:g}**. The first grid (2e-5, 5e-5, 1e-4) "
+        "left every `val` task as the warm start had it after two rounds, so it could not "
+        "choose; 3e-4 and 1e-3 were added before any DPO row ran.",
         "",
         "| learning rate | "
         + " | ".join(f"val after it {p['iteration']}" for p in rows[0]["iterations"])
-        + " | training success | DPO round | minutes | command |",
-        "|---|" + "---|" * (len(rows[0]["iterations"]) + 4),
+        + " | val tasks whose outcome differs from the warm start's | training success | "
+        "DPO round | minutes | command |",
+        "|---|" + "---|" * (len(rows[0]["iterations"]) + 5),
     ]
-    if "warm_start" in saved:
-        val = saved["warm_start"]["val"]
+    warm = saved.get("warm_start", {}).get("val")
+    if warm:
         lines.append(
-            f"| none (the warm start, a fresh server) | "
-            f"{_percent(val['success'], val['ci'])} | — | — | — | — | — |"
+            f"| none (the warm start, a fresh server) | {_percent(warm['success'], warm['ci'])} "
+            "| — | — | — | — | — | — |"
         )
     for row in sorted(rows, key=lambda r: r["learning_rate"]):
         its = row["iterations"]
@@ -582,10 +586,19 @@ def sweep_lines() -> list[str]:
             f"| {row['learning_rate']:g} | "
             + " | ".join(_percent(p["val"]["success"], p["val"]["ci"]) for p in its)
             + " | "
+            + (
+                ", ".join(
+                    str(sum(p["val"]["per_task"][t] != v for t, v in warm["per_task"].items()))
+                    for p in its
+                )
+                if warm
+                else "—"
+            )
+            + " | "
             + ", ".join(f"{100 * p['train_success']:.0f}%" for p in its)
             + " | "
             + ", ".join(_signal(p) for p in its if p.get("dpo_pairs") is not None)
-            + f" | {row['minutes']:.0f} | `{row['command']}` |"
+            + f" | {row['minutes']:.0f} | `{row['command'].partition(' --note')[0]}` |"
         )
     return lines
 
