@@ -615,7 +615,9 @@ def run_lines(runs: list[dict], iterations: int) -> list[str]:
         "## Per run",
         "",
         "Per iteration: training success, then groups without a gradient (GRPO) or the "
-        "target's DPO pairs and reward margin after the round.",
+        "target's DPO pairs and the reward margin TRL logged in the round (the policy in "
+        "training mode against the reference its own weights gave at the round's start, "
+        "before the round's step).",
         "",
         "| run | commit | trained / served | swaps verified | "
         + " | ".join(f"it {i + 1}" for i in range(iterations))

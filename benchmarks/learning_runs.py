@@ -382,7 +382,8 @@ def _signal(point: dict) -> str:
 
 
 def dpo_point(round_: Any) -> dict[str, float | None]:
-    """A DPO round's pairs and reward margin after it, for the curve; nothing for GRPO."""
+    """A DPO round's pairs and the reward margin TRL logged in it, for the curve; nothing
+    for GRPO."""
     if round_ is None:
         return {}
     return {"dpo_pairs": round_.pairs, "dpo_margin": round_.reward_margin}
