@@ -269,6 +269,13 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "its failure agent's episodes not counted), runs mixed across two machine types and "
         "resumed across code versions, one optimiser-step count filled in rather than "
         "measured. Its files are kept beside its page.",
+        "- The first DPO sweep (2e-5, 5e-5, 1e-4; 2026-12-04; "
+        "`docs/results/learning/sweep-dpo-discarded.json`): every DPO round after the "
+        "first trained without bf16 autocast against a reference computed under it "
+        "(accelerate prepares a model once; fixed in `training/dpo.py`, tested by "
+        "`tests/test_dpo_step.py`), so its second rounds started at reward margins of "
+        "-0.05 to 0.44 instead of 0. Every rate had left every `val` task as the warm start had "
+        "it (8.3%). No DPO row ran before the fix.",
         "- Interrupted runs: a session's unfinished run is lost with its `runs/` folder (not "
         "kept) and runs again from the warm start in the next; only finished runs have files.",
         "",
@@ -564,9 +571,7 @@ def sweep_lines() -> list[str]:
         f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
         "iteration on the run's own server. The rule: the rate with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
-        f"that rate's 95% interval. Kept: **{kept:g}**. The first grid (2e-5, 5e-5, 1e-4) "
-        "left every `val` task as the warm start had it after two rounds, so it could not "
-        "choose; 3e-4 and 1e-3 were added before any DPO row ran.",
+        f"that rate's 95% interval. Kept: **{kept:g}**.",
         "",
         "| learning rate | "
         + " | ".join(f"val after it {p['iteration']}" for p in rows[0]["iterations"])

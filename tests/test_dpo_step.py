@@ -2,8 +2,8 @@
 bf16-autocast round the policy computes logprobs in float32 again (accelerate leaves an
 autocast wrapper on `forward`; swap probes would then disagree with the float32 server),
 a second round on the same policy trains (TRL's leftover reference adapter once made
-it fail), and a round of long pairs trains through gradient checkpointing and leaves the
-policy without it."""
+it fail) and, under bf16, against its own reference, and a round of long pairs trains
+through gradient checkpointing and leaves the policy without it."""
 
 from __future__ import annotations
 
@@ -66,6 +66,20 @@ def test_second_dpo_round_on_the_same_policy_trains(policy: Policy, tmp_path: Pa
     after_second = policy.completion_logprobs(prompt, yes)
     # the second round moved the weights: 'yes' became more likely again
     assert sum(after_second) > sum(after_first)
+
+
+@pytest.mark.skipif(not use_bf16("auto"), reason="no bf16 kernels on this CPU")
+def test_every_bf16_round_trains_against_its_own_reference(policy: Policy, tmp_path: Path) -> None:
+    """The reference is the round's starting policy, computed under bf16 autocast: the
+    round must train under it too. accelerate prepared the model once and skipped it
+    after, so later rounds trained in fp32 against a bf16 reference (margin ~0.7)."""
+    _, _, row = pair(policy)
+    settings = DPOSettings(precision="bf16", learning_rate=1e-3, micro_batch=1, batch_pairs=1)
+    first = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.1, tmp_path / "r0")
+    second = dpo_step(policy.model, policy.tokenizer, [row], settings, 0.5, tmp_path / "r1")
+    # TRL logs the margin of the step's forward, before its update: policy == reference
+    assert abs(first["reward_margin"]) < 1e-3
+    assert abs(second["reward_margin"]) < 1e-3
 
 
 def test_a_round_of_long_pairs_trains_through_gradient_checkpointing_then_drops_it(

@@ -177,6 +177,11 @@ def dpo_step(
         remove_unused_columns=False,
         seed=seed,
     )
+    # accelerate marks a model it prepared and never prepares it again; the last round's
+    # trainer took its autocast wrapper off (release_mixed_precision), so without this a
+    # later round trains without autocast, against a reference computed under it (a
+    # second bf16 round then started at a reward margin of ~0.7 instead of 0, measured)
+    model.__dict__.pop("_is_accelerate_prepared", None)
     trainer = TrajectoryDPOTrainer(
         model=model,
         args=args,
