@@ -233,7 +233,13 @@ def require_dpo_sweep() -> None:
             "`benchmarks/learning.py --sweep-dpo 2e-5 5e-5 1e-4 --commit` first"
         )
     pinned = benchmark_config().dpo.learning_rate
-    chosen = dpo_rate_chosen(load(DPO_SWEEP)["rows"], pinned)
+    rows = load(DPO_SWEEP)["rows"]
+    chosen = dpo_rate_chosen(rows, pinned)
+    if chosen == max(r["learning_rate"] for r in rows):
+        sys.exit(
+            f"the val sweep kept {chosen:g}, the largest rate it tried: sweep a larger one "
+            "(`--sweep-dpo ... RATE`) so that the kept rate is not at the grid's edge"
+        )
     if chosen != pinned:
         sys.exit(
             f"the val sweep chose DPO learning rate {chosen:g}; learning.toml pins "

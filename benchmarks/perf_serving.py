@@ -230,8 +230,10 @@ def bench_swap(work: Path) -> dict:
     merged = policy.save_merged(work / "merged")
     result: dict[str, Any] = {}
     began = time.perf_counter()  # the trainer's own answer, before the swaps (as the loop)
-    dtype = serving_dtype(ServerSettings(), detect_platform())  # both servers' (fastest)
-    check = probe_check(dtype)
+    full_dtype = serving_dtype(ServerSettings(enable_lora=False), detect_platform())
+    check = probe_check(full_dtype)  # the full-swap server's (fastest)
+    lora_check = probe_check(serving_dtype(ServerSettings(), detect_platform()))
+    lora_probe = reference_probe(probe, policy, lora_check)
     probe = reference_probe(probe, policy, check)
     result.update(
         reference_s=time.perf_counter() - began,
@@ -242,10 +244,12 @@ def bench_swap(work: Path) -> dict:
     # it), full reloads on a server without LoRA (as `train` serves full swaps); 8 client
     # streams without retries run through both.
     with ModelServer.start(ServerSettings(served_model_name="seal-agent-base")) as server:
-        lora = WeightSync(server.endpoint.model_copy(update={"model": "seal-agent"}), "lora", check)
-        assert lora.swap(adapter, "first", probe, expected).ok  # the name exists from here
+        lora = WeightSync(
+            server.endpoint.model_copy(update={"model": "seal-agent"}), "lora", lora_check
+        )
+        assert lora.swap(adapter, "first", lora_probe, expected).ok  # the name exists from here
         result["lora_s"], result["lora_load_s"], ok, failed = swaps_under_traffic(
-            lora, adapter, probe, expected
+            lora, adapter, lora_probe, expected
         )
         result.update(requests_during_lora_swaps=ok, failed_during_lora_swaps=failed)
         lora.close()
@@ -277,7 +281,7 @@ def bench_replica_swap(work: Path) -> dict:
     policy = _trained_looking_policy(Policy(ensure_bundled_model(), LoraSettings()))
     prompt = _probe_prompt(policy)
     merged = policy.save_merged(work / "merged")
-    check = probe_check(serving_dtype(ServerSettings(), detect_platform()))
+    check = probe_check(serving_dtype(ServerSettings(enable_lora=False), detect_platform()))
     probe = reference_probe(
         Probe(prompt_token_ids=prompt, completion_token_ids=policy.greedy(prompt, 12)),
         policy,

@@ -2,11 +2,13 @@
 the gap when the server is one iteration stale or still serves the base weights.
 
     .venv/bin/python benchmarks/probe_check.py [--run DIR] [--dtype float32|bfloat16]
+        [--swap full|lora]
 
 Needs a run directory of the learning benchmark (`benchmarks/learning.py` makes them):
 its config (the base checkpoint), traces (served prompts) and the adapters of at least
 two iterations. A server of `--dtype` without LoRA (as `train` serves full swaps) loads
-the last iteration merged; on `--prompts` of the run's served prompts the probe is
+the last iteration merged (`--swap lora`: a LoRA-enabled server loads its adapter, as
+coevolve-dpo serves its policy); on `--prompts` of the run's served prompts the probe is
 answered ahead by the trainer (float32, as in the loop) with the last iteration (right
 weights: the gap is the noise), with the one before (what a server one iteration stale
 shows) and with the base (a swap that never happened), for each probe shape in SHAPES.
@@ -21,7 +23,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from seal_graph import ModelServer, ServerSettings
+from seal_graph import DEFAULT_SERVED_NAME, ModelServer, ServerSettings
 from seal_graph.training.policy import Policy
 from seal_graph.training.settings import LoraSettings
 from seal_graph.training.weight_sync import Probe, ProbeCheck, WeightSync, reference_probe
@@ -58,6 +60,7 @@ def main() -> None:
     parser.add_argument("--run", type=Path, default=Path("runs/bench-learning/vanilla-grpo-s0"))
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--swap", choices=["full", "lora"], default="full")
     args = parser.parse_args()
     base = Path(json.loads((args.run / "config.json").read_text())["model"])
     adapters = sorted(
@@ -71,15 +74,25 @@ def main() -> None:
         policy_with(base, None),
     )
     prompts = served_prompts(args.run, args.prompts)
-    settings = ServerSettings(model=str(base), dtype=args.dtype, enable_lora=False)
+    lora = args.swap == "lora"
+    settings = ServerSettings(
+        model=str(base),
+        served_model_name=f"{DEFAULT_SERVED_NAME}-base" if lora else DEFAULT_SERVED_NAME,
+        dtype=args.dtype,
+        enable_lora=lora,
+    )
     with tempfile.TemporaryDirectory() as work, ModelServer.start(settings) as server:
-        merged = new.save_merged(Path(work) / "merged")
-        sync = WeightSync(server.endpoint, "full", ProbeCheck(tolerance=1.0))
+        endpoint = server.endpoint.model_copy(update={"model": DEFAULT_SERVED_NAME})
+        sync = WeightSync(endpoint, args.swap, ProbeCheck(tolerance=1.0))
         sync.current = base
         probe = Probe(prompt_token_ids=prompts[0], completion_token_ids=[0])
         first = reference_probe(probe, new, sync.check)
-        report = sync.swap(merged, adapters[-1].name, first, new.completion_logprobs)
-        print(f"{args.dtype}: swap to {adapters[-1].name}: {report.seconds:.2f} s", flush=True)
+        weights = adapters[-1] if lora else new.save_merged(Path(work) / "merged")
+        report = sync.swap(weights, adapters[-1].name, first, new.completion_logprobs)
+        print(
+            f"{args.dtype}, {args.swap}: swap to {adapters[-1].name}: {report.seconds:.2f} s",
+            flush=True,
+        )
         summary = {}
         for tokens, k in SHAPES:
             check = ProbeCheck(tolerance=1.0, answer_tokens=tokens, alternatives=k)
@@ -93,13 +106,25 @@ def main() -> None:
                 name: [[round(a, 6), round(b, 6)] for a, b in rows] for name, rows in gaps.items()
             }
             print(
-                f"{args.dtype}, {tokens} answer tokens, {k} runners-up, {len(prompts)} prompts"
+                f"{args.dtype}, {args.swap}, {tokens} answer tokens, {k} runners-up, "
+                f"{len(prompts)} prompts"
                 f" of {min(map(len, prompts))}-{max(map(len, prompts))} tokens: right weights "
                 f"{spread(gaps['right'])} | one iteration stale {spread(gaps['stale'])} | "
                 f"base weights {spread(gaps['base'])}",
                 flush=True,
             )
-        print(json.dumps({"probe_check": {"dtype": args.dtype, "run": str(args.run), **summary}}))
+        print(
+            json.dumps(
+                {
+                    "probe_check": {
+                        "dtype": args.dtype,
+                        "swap": args.swap,
+                        "run": str(args.run),
+                        **summary,
+                    }
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

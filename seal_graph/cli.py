@@ -88,7 +88,10 @@ def serve(
     served_model_name: Annotated[str, typer.Option(help="Stable name.")] = DEFAULT_SERVED_NAME,
     dtype: Annotated[
         str,
-        typer.Option(help="fastest (bf16 where the CPU has bf16 kernels) | float32 | bfloat16"),
+        typer.Option(
+            help="fastest (bf16 where the CPU has bf16 kernels, float32 with --lora on CPU) "
+            "| float32 | bfloat16"
+        ),
     ] = "fastest",
     lora: Annotated[
         bool, typer.Option(help="Allow LoRA swaps (--no-lora: full swaps only, ~2x faster on CPU).")

