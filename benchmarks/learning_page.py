@@ -328,7 +328,12 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         f"- **Settings** from the `val` sweeps only: warm start, temperature "
         f"{config.rollout.temperature}, GRPO learning rate {config.optim.learning_rate:g} "
         f"([sweep.md](sweep.md)); the DPO rows' learning rate "
-        f"{benchmark_config().dpo.learning_rate:g} (the sweep below). `test` is read only by "
+        + (
+            f"{benchmark_config().dpo.learning_rate:g} (the sweep below)."
+            if DPO_SWEEP.exists()
+            else "not chosen yet (the sweep below)."
+        )
+        + " `test` is read only by "
         "each run's final evaluation.",
         f"- **Evaluation**, on the base interface (no interface evolution): greedy and "
         f"sampled ({args.eval_samples} episode per task at the rollout temperature) on "
