@@ -41,7 +41,6 @@ METHODS: dict[str, dict[str, Any]] = {
     # evolution (DPO has no advantages, so diagnosis weights have nothing to scale)
     "seal-coevolve-dpo": {"algo": "coevolve-dpo", "ablation": {"adaptation": True}},
 }
-
 EXTRA_METHODS: dict[str, dict[str, Any]] = {  # >= 3 seeds
     "seal-turn": {"algo": "seal", "weighting": {"mode": "turn"}},
     "seal-no-reweighting": {"algo": "seal", "ablation": {"reweighting": False}},
