@@ -55,6 +55,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     benchmark_config,
     code_commit,
     dpo_rate_chosen,
+    dpo_rates_to_run,
     dpo_sweep_run,
     load,
     repeat_final_evaluation,
@@ -208,6 +209,7 @@ def sweep_dpo(args: argparse.Namespace) -> None:
     """The DPO learning rates on `val`, one committed row each; a finished rate is kept."""
     saved = load(DPO_SWEEP) if DPO_SWEEP.exists() else {}
     rows = saved.get("rows", [])
+    saved["grid"] = sorted({*saved.get("grid", []), *args.sweep_dpo})
     if "warm_start" not in saved:  # the point the rates are read against
         saved["warm_start"] = warm_start_on_val(args)
         DPO_SWEEP.write_text(json.dumps({**saved, "rows": rows}, indent=2), encoding="utf-8")
@@ -233,7 +235,13 @@ def require_dpo_sweep() -> None:
             "`benchmarks/learning.py --sweep-dpo 2e-5 5e-5 1e-4 --commit` first"
         )
     pinned = benchmark_config().dpo.learning_rate
-    rows = load(DPO_SWEEP)["rows"]
+    saved = load(DPO_SWEEP)
+    if unfinished := dpo_rates_to_run(saved):
+        sys.exit(
+            f"the DPO sweep is unfinished ({', '.join(f'{r:g}' for r in unfinished)} still "
+            "to run): rerun its `--sweep-dpo` command, which keeps the finished rates"
+        )
+    rows = saved["rows"]
     chosen = dpo_rate_chosen(rows, pinned)
     if chosen == max(r["learning_rate"] for r in rows):
         sys.exit(

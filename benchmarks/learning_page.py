@@ -21,6 +21,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     _signal,
     benchmark_config,
     dpo_rate_chosen,
+    dpo_rates_to_run,
     load,
     run_config,
     schedule,
@@ -330,7 +331,7 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         f"([sweep.md](sweep.md)); the DPO rows' learning rate "
         + (
             f"{benchmark_config().dpo.learning_rate:g} (the sweep below)."
-            if DPO_SWEEP.exists()
+            if DPO_SWEEP.exists() and not dpo_rates_to_run(load(DPO_SWEEP))
             else "not chosen yet (the sweep below)."
         )
         + " `test` is read only by "
@@ -583,16 +584,23 @@ def sweep_lines() -> list[str]:
     rows = saved["rows"]
     pinned = benchmark_config().dpo.learning_rate
     kept = dpo_rate_chosen(rows, pinned)
+    unfinished = dpo_rates_to_run(saved)
     lines += [
         "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy "
         f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
         "iteration on the run's own server. The rule: the rate with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
-        f"that rate's 95% interval. Kept: **{kept:g}**"
+        "that rate's 95% interval. "
         + (
-            " (the largest rate swept: the DPO rows wait for a larger one to be swept)."
-            if kept == max(r["learning_rate"] for r in rows)
-            else "."
+            f"**Unfinished**: {', '.join(f'{r:g}' for r in unfinished)} still to run; "
+            "nothing is kept before the whole grid has run, and the DPO rows wait for it."
+            if unfinished
+            else f"Kept: **{kept:g}**"
+            + (
+                " (the largest rate swept: the DPO rows wait for a larger one to be swept)."
+                if kept == max(r["learning_rate"] for r in rows)
+                else "."
+            )
         ),
         "",
         "| learning rate | "

@@ -380,6 +380,13 @@ def dpo_rate_chosen(sweep: list[dict[str, Any]], pinned: float) -> float:
     return pinned if pinned in final and final[pinned]["success"] >= low else best
 
 
+def dpo_rates_to_run(saved: dict[str, Any]) -> list[float]:
+    """The rates the sweep's commands declared (`grid`) that have no row yet: the rule
+    reads a finished grid only, so a sweep cut short by a session's end is not kept."""
+    done = {row["learning_rate"] for row in saved.get("rows", [])}
+    return [rate for rate in saved.get("grid", []) if rate not in done]
+
+
 def _signal(point: dict) -> str:
     """What an iteration trained on: GRPO groups without signal of all groups, or the DPO
     round."""
