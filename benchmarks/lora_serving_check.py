@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 from pathlib import Path
+
+from probe_check import policy_with, served_prompts  # benchmarks/probe_check.py
 
 from seal_graph import DEFAULT_SERVED_NAME, ModelServer, ServerSettings
 from seal_graph.training.dpo_loop import FAILURE_NAME
-from seal_graph.training.policy import Policy
-from seal_graph.training.settings import LoraSettings
 from seal_graph.training.weight_sync import Probe, ProbeCheck, WeightSync, reference_probe
 
 VERSIONS = ("step-0", "step-1", "step-2")
@@ -34,16 +33,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=10)
     args = parser.parse_args()
     base = Path(json.loads((args.run / "config.json").read_text())["model"])
-    calls = sqlite3.connect(args.run / "traces.sqlite").execute(
-        "select prompt_token_ids from llm_calls"
-    )
-    rows = calls.fetchall()
-    prompts = [json.loads(p) for (p,) in rows[:: max(1, len(rows) // args.prompts)]]
-    prompts = prompts[: args.prompts]
-    trainers = {}
-    for version in VERSIONS:
-        trainers[version] = Policy(base, LoraSettings())
-        trainers[version].load_adapter(args.run / "adapters" / version)
+    prompts = served_prompts(args.run, args.prompts, answer_prefix=0)
+    trainers = {v: policy_with(base, args.run / "adapters" / v) for v in VERSIONS}
     check = ProbeCheck(tolerance=10.0, answer_tokens=1)
     settings = ServerSettings(
         model=str(base), served_model_name=f"{DEFAULT_SERVED_NAME}-base", dtype=args.dtype

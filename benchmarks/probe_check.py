@@ -32,15 +32,18 @@ SHAPES = ((1, 0), (2, 0), (1, 4), (2, 4))
 """(answer tokens, runners-up per position) of the probes compared."""
 
 
-def served_prompts(run: Path, count: int) -> list[list[int]]:
-    """`count` prompts spread over the run's served calls, each with its first 3 completion
-    tokens (a position inside an answer, where the agent's choices are least certain)."""
+def served_prompts(run: Path, count: int, answer_prefix: int = 3) -> list[list[int]]:
+    """`count` prompts spread over the run's served calls, each with its first
+    `answer_prefix` completion tokens (3: a position inside an answer, where the agent's
+    choices are least certain)."""
     calls = sqlite3.connect(run / "traces.sqlite").execute(
         "select prompt_token_ids, completion_token_ids from llm_calls"
     )
     rows = calls.fetchall()
     picked = rows[:: max(1, len(rows) // count)][:count]
-    return [json.loads(prompt) + json.loads(completion)[:3] for prompt, completion in picked]
+    return [
+        json.loads(prompt) + json.loads(completion)[:answer_prefix] for prompt, completion in picked
+    ]
 
 
 def policy_with(base: Path, adapter: Path | None) -> Policy:
