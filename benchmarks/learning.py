@@ -55,7 +55,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     benchmark_config,
     code_commit,
     dpo_rate_chosen,
-    dpo_rates_to_run,
+    dpo_rows_wait,
     dpo_sweep_run,
     load,
     repeat_final_evaluation,
@@ -229,30 +229,9 @@ def sweep_dpo(args: argparse.Namespace) -> None:
 
 def require_dpo_sweep() -> None:
     """The DPO rows run at the rate their `val` sweep chose, pinned in learning.toml."""
-    if not DPO_SWEEP.exists():
-        sys.exit(
-            "the DPO rows' learning rate is not chosen on val yet: run "
-            "`benchmarks/learning.py --sweep-dpo 2e-5 5e-5 1e-4 --commit` first"
-        )
-    pinned = benchmark_config().dpo.learning_rate
-    saved = load(DPO_SWEEP)
-    if unfinished := dpo_rates_to_run(saved):
-        sys.exit(
-            f"the DPO sweep is unfinished ({', '.join(f'{r:g}' for r in unfinished)} still "
-            "to run): rerun its `--sweep-dpo` command, which keeps the finished rates"
-        )
-    rows = saved["rows"]
-    chosen = dpo_rate_chosen(rows, pinned)
-    if chosen == max(r["learning_rate"] for r in rows):
-        sys.exit(
-            f"the val sweep kept {chosen:g}, the largest rate it tried: sweep a larger one "
-            "(`--sweep-dpo ... RATE`) so that the kept rate is not at the grid's edge"
-        )
-    if chosen != pinned:
-        sys.exit(
-            f"the val sweep chose DPO learning rate {chosen:g}; learning.toml pins "
-            f"{pinned:g}: pin the sweep's choice before the DPO rows run"
-        )
+    saved = load(DPO_SWEEP) if DPO_SWEEP.exists() else None
+    if reason := dpo_rows_wait(saved, benchmark_config().dpo.learning_rate):
+        sys.exit(reason)
 
 
 def add_repeat(path: Path, args: argparse.Namespace) -> None:

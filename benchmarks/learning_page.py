@@ -22,6 +22,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     benchmark_config,
     dpo_rate_chosen,
     dpo_rates_to_run,
+    dpo_rows_wait,
     load,
     run_config,
     schedule,
@@ -331,7 +332,7 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         f"([sweep.md](sweep.md)); the DPO rows' learning rate "
         + (
             f"{benchmark_config().dpo.learning_rate:g} (the sweep below)."
-            if DPO_SWEEP.exists() and not dpo_rates_to_run(load(DPO_SWEEP))
+            if not _dpo_rows_wait()
             else "not chosen yet (the sweep below)."
         )
         + " `test` is read only by "
@@ -575,6 +576,12 @@ def signal_lines(table: dict) -> list[str]:
     return lines
 
 
+def _dpo_rows_wait() -> str | None:
+    """The benchmark's verdict on the DPO sweep (None: the DPO rows run at the pinned rate)."""
+    saved = load(DPO_SWEEP) if DPO_SWEEP.exists() else None
+    return dpo_rows_wait(saved, benchmark_config().dpo.learning_rate)
+
+
 def sweep_lines() -> list[str]:
     """The DPO rows' learning rate on `val`, and which the rule kept."""
     lines = ["## The DPO rows' learning rate, chosen on `val`", ""]
@@ -582,26 +589,20 @@ def sweep_lines() -> list[str]:
         return [*lines, "Not swept yet: the DPO rows wait for it."]
     saved = load(DPO_SWEEP)
     rows = saved["rows"]
-    pinned = benchmark_config().dpo.learning_rate
-    kept = dpo_rate_chosen(rows, pinned)
-    unfinished = dpo_rates_to_run(saved)
+    kept = (
+        None
+        if dpo_rates_to_run(saved)
+        else dpo_rate_chosen(rows, benchmark_config().dpo.learning_rate)
+    )
+    wait = _dpo_rows_wait()
     lines += [
         "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy "
         f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
         "iteration on the run's own server. The rule: the rate with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
-        "that rate's 95% interval. "
-        + (
-            f"**Unfinished**: {', '.join(f'{r:g}' for r in unfinished)} still to run; "
-            "nothing is kept before the whole grid has run, and the DPO rows wait for it."
-            if unfinished
-            else f"Kept: **{kept:g}**"
-            + (
-                " (the largest rate swept: the DPO rows wait for a larger one to be swept)."
-                if kept == max(r["learning_rate"] for r in rows)
-                else "."
-            )
-        ),
+        "that rate's 95% interval; nothing is kept before the whole declared grid has run. "
+        + ("" if kept is None else f"Kept: **{kept:g}**. ")
+        + ("" if wait is None else f"**The DPO rows wait**: {wait}."),
         "",
         "| learning rate | "
         + " | ".join(f"val after it {p['iteration']}" for p in rows[0]["iterations"])

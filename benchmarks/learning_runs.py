@@ -387,6 +387,35 @@ def dpo_rates_to_run(saved: dict[str, Any]) -> list[float]:
     return [rate for rate in saved.get("grid", []) if rate not in done]
 
 
+def dpo_rows_wait(saved: dict[str, Any] | None, pinned: float) -> str | None:
+    """Why the DPO rows cannot run yet (None: they can). They run at the rate their whole
+    `val` sweep kept, not at the grid's edge, and pinned in learning.toml; the benchmark
+    refuses and the page says so from this one verdict."""
+    if not saved:
+        return (
+            "the DPO rows' learning rate is not chosen on val yet: run "
+            "`benchmarks/learning.py --sweep-dpo 2e-5 5e-5 1e-4 --commit` first"
+        )
+    if unfinished := dpo_rates_to_run(saved):
+        return (
+            f"the DPO sweep is unfinished ({', '.join(f'{r:g}' for r in unfinished)} still "
+            "to run): rerun its `--sweep-dpo` command, which keeps the finished rates"
+        )
+    rows = saved["rows"]
+    chosen = dpo_rate_chosen(rows, pinned)
+    if chosen == max(r["learning_rate"] for r in rows):
+        return (
+            f"the val sweep kept {chosen:g}, the largest rate it tried: sweep a larger one "
+            "(`--sweep-dpo ... RATE`) so that the kept rate is not at the grid's edge"
+        )
+    if chosen != pinned:
+        return (
+            f"the val sweep chose DPO learning rate {chosen:g}; learning.toml pins "
+            f"{pinned:g}: pin the sweep's choice before the DPO rows run"
+        )
+    return None
+
+
 def _signal(point: dict) -> str:
     """What an iteration trained on: GRPO groups without signal of all groups, or the DPO
     round."""
