@@ -589,12 +589,9 @@ def sweep_lines() -> list[str]:
         return [*lines, "Not swept yet: the DPO rows wait for it."]
     saved = load(DPO_SWEEP)
     rows = saved["rows"]
-    kept = (
-        None
-        if dpo_rates_to_run(saved)
-        else dpo_rate_chosen(rows, benchmark_config().dpo.learning_rate)
-    )
-    wait = _dpo_rows_wait()
+    pinned = benchmark_config().dpo.learning_rate
+    kept = None if dpo_rates_to_run(saved) else dpo_rate_chosen(rows, pinned)
+    wait = dpo_rows_wait(saved, pinned)
     lines += [
         "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy "
         f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
