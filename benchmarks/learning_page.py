@@ -166,7 +166,7 @@ def diagnosis_weights(runs: list[dict]) -> list[str]:
     table = benchmark_config().weighting.rho
     seen = sorted({k for r in ended for c in r["curve"] for k in c["labels"]} - UNTRUSTED_LABELS)
     finals = {k: [r["curve"][-1]["rho"].get(k, 1.0) for r in ended] for k in seen}
-    spread = max(abs(v - 1.0) for values in finals.values() for v in values)
+    moved = max(abs(v - table.get(k, 1.0)) for k, values in finals.items() for v in values)
     return [
         f"- How far SEAL's diagnosis reweighted ({len(ended)} run{'s' * (len(ended) != 1)} that "
         "recorded rho: "
@@ -176,7 +176,7 @@ def diagnosis_weights(runs: list[dict]) -> list[str]:
             f"{k} {min(v):.2f}-{max(v):.2f} (from {table.get(k, 1.0):.1f})"
             for k, v in finals.items()
         )
-        + f". Every weight stayed within {100 * spread:.0f}% of 1"
+        + f". Dynamic rho moved no weight more than {moved:.2f} from where the table starts it"
         + (
             ": the paper's rho table (written in BFCL's per-turn tags) gives kv-calc's "
             "labels 1.0 or does not name them (1.0 too), and only dynamic rho moves them. "
@@ -597,9 +597,9 @@ def sweep_lines() -> list[str]:
         f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
         "iteration on the run's own server. The rule: the rate with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
-        "that rate's 95% interval; nothing is kept before the whole declared grid has run. "
-        + ("" if kept is None else f"Kept: **{kept:g}**. ")
-        + ("" if wait is None else f"**The DPO rows wait**: {wait}."),
+        "that rate's 95% interval; nothing is kept before the whole declared grid has run."
+        + ("" if kept is None else f" Kept: **{kept:g}**.")
+        + ("" if wait is None else f" **The DPO rows wait**: {wait}."),
         "",
         "| learning rate | "
         + " | ".join(f"val after it {p['iteration']}" for p in rows[0]["iterations"])
@@ -669,6 +669,7 @@ def run_lines(runs: list[dict], iterations: int) -> list[str]:
     for r in runs:
         swaps = r.get("swaps") or []
         cells = [f"{100 * c['train_success']:.0f}% ({_signal(c)})" for c in r["curve"]]
+        cells += ["—"] * (iterations - len(cells))  # sft-more trains outside the loop
         versions = r.get("versions") or {}
         lines.append(
             f"| {r['method']} s{r['seed']} | `{r.get('commit', '—')}` | "
