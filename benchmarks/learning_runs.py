@@ -498,6 +498,9 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
         default=0,
     )
     served = history[-1].policy_version
+    stores = [out / "traces.sqlite"]
+    if final is None:  # evaluated on a fresh server, whose episodes have their own store
+        stores.append(out / "eval-final" / "traces.sqlite")
     records = {
         "budget": loop_budget(history, trains, config),
         "commit": args.code,
@@ -511,7 +514,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
             else f"a fresh {args.dtype} server without LoRA, the warm start with adapter "
             f"step-{served} merged"
         ),
-        "episodes_file": export_episodes(out / "traces.sqlite", method, seed),
+        "episodes_file": export_episodes(stores, method, seed),
     }
     forwarded = sum(t.get("forwarded_tokens", 0.0) for t in trains)
     episodes = sum(t.get("episodes", 0.0) for t in trains)
@@ -606,18 +609,22 @@ EPISODES = RESULTS / "episodes"
 events, turns, verdicts): what a reader needs to recheck a run's numbers."""
 
 
-def export_episodes(store_path: Path, method: str, seed: int) -> str:
-    """Every episode of a run's store into `EPISODES/METHOD-sSEED.jsonl.gz`; the path."""
+def export_episodes(stores: list[Path], method: str, seed: int) -> str:
+    """Every episode of a run's stores (its loop's; a LoRA-served run's fresh-server final
+    evaluation too) into `EPISODES/METHOD-sSEED.jsonl.gz`; the path."""
     EPISODES.mkdir(parents=True, exist_ok=True)
     target = EPISODES / f"{method}-s{seed}.jsonl.gz"
-    store = TraceStore(store_path)
     heavy = {"prompt_token_ids", "completion_token_ids", "completion_logprobs"}
     with gzip.open(target, "wt", encoding="utf-8") as handle:
-        for run_id in store.runs():
-            for episode in store.episodes(run_id):
-                slim = episode.model_dump(mode="json", exclude={"llm_calls": {"__all__": heavy}})
-                handle.write(json.dumps(slim) + "\n")
-    store.close()
+        for path in stores:
+            store = TraceStore(path)
+            for run_id in store.runs():
+                for episode in store.episodes(run_id):
+                    slim = episode.model_dump(
+                        mode="json", exclude={"llm_calls": {"__all__": heavy}}
+                    )
+                    handle.write(json.dumps(slim) + "\n")
+            store.close()
     return str(target.relative_to(ROOT))
 
 
@@ -714,7 +721,7 @@ def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "swaps": [],
         "final_evaluation": f"a fresh {args.dtype} server without LoRA, the warm start trained "
         "further and merged",
-        "episodes_file": export_episodes(out / "eval-final" / "traces.sqlite", SFT_MORE, seed),
+        "episodes_file": export_episodes([out / "eval-final" / "traces.sqlite"], SFT_MORE, seed),
         "test": evaluation["test"],
         "ood": evaluation["ood"],
         "curve": [],
