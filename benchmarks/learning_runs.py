@@ -434,8 +434,16 @@ def dpo_point(round_: Any) -> dict[str, float | None]:
     return {"dpo_pairs": round_.pairs, "dpo_margin": round_.reward_margin}
 
 
+FINAL_EVALUATION = "eval-final"
+"""The folder, inside a run's, of its final evaluation on a fresh server (and its traces)."""
+
+
 def final_evaluation(
-    run_dir: Path, version: int, config: Any, args: argparse.Namespace, work: str = "eval-final"
+    run_dir: Path,
+    version: int,
+    config: Any,
+    args: argparse.Namespace,
+    work: str = FINAL_EVALUATION,
 ) -> dict:
     """A run's final policy (adapter `version`) merged into the warm start and evaluated
     as the warm start was, on a fresh server without LoRA (the LoRA-served runs' final
@@ -500,7 +508,7 @@ def train_run(method: str, seed: int, args: argparse.Namespace) -> dict[str, Any
     served = history[-1].policy_version
     stores = [out / "traces.sqlite"]
     if final is None:  # evaluated on a fresh server, whose episodes have their own store
-        stores.append(out / "eval-final" / "traces.sqlite")
+        stores.append(out / FINAL_EVALUATION / "traces.sqlite")
     records = {
         "budget": loop_budget(history, trains, config),
         "commit": args.code,
@@ -698,7 +706,7 @@ def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         model,
         args.eval_samples,
         run_config(BASELINE, seed, args).rollout.temperature,  # as every run's (--temperature)
-        out / "eval-final",
+        out / FINAL_EVALUATION,
         args.dtype,
         args.eval_limit,
     )
@@ -721,7 +729,9 @@ def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "swaps": [],
         "final_evaluation": f"a fresh {args.dtype} server without LoRA, the warm start trained "
         "further and merged",
-        "episodes_file": export_episodes([out / "eval-final" / "traces.sqlite"], SFT_MORE, seed),
+        "episodes_file": export_episodes(
+            [out / FINAL_EVALUATION / "traces.sqlite"], SFT_MORE, seed
+        ),
         "test": evaluation["test"],
         "ood": evaluation["ood"],
         "curve": [],
