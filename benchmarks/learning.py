@@ -58,6 +58,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     dpo_rows_wait,
     dpo_sweep_run,
     load,
+    null_reasons,
     repeat_final_evaluation,
     restore_warm_start,
     schedule,
@@ -196,6 +197,7 @@ def main() -> None:
             continue
         run = sft_more_run(seed, args) if method == SFT_MORE else train_run(method, seed, args)
         run["note"], run["command"] = args.note, args.command
+        run["null_reasons"] = null_reasons(run)
         path.write_text(json.dumps(run, indent=2), encoding="utf-8")
         print(json.dumps({k: run[k] for k in ("method", "seed", "minutes")}), flush=True)
         if args.commit:

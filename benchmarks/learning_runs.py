@@ -65,6 +65,45 @@ serves in this machine's fastest dtype instead (`machine.serving_dtype_here`) an
 one machine type, recorded in `warm-start.json`."""
 
 
+_NOT_GRPO = "measured by the GRPO step only; this row trains with DPO"
+NULL_REASONS = {
+    "test.wall_seconds": "evaluated on a fresh server after the loop, not as a loop stage: "
+    "its time is in `minutes`",
+    "ood.wall_seconds": "not timed apart: evaluated in one stage with `test`, whose time, "
+    "ood's included, is in `minutes`",
+    "ood.sampled_success": "`ood` is evaluated greedy only",
+    "ood.sampled_ci": "`ood` is evaluated greedy only",
+    "curve.mismatch_mean": f"the sampler-trainer log-probability gap is {_NOT_GRPO}",
+    "tokens_per_trained_episode": f"the trained token counts are {_NOT_GRPO}",
+    "forwarded_per_episode_token": f"the trained token counts are {_NOT_GRPO}",
+    "swaps.error": "the swap raised no error",
+    "note": "no --note was given: nothing was recorded as running beside it",
+}
+"""Why a run file holds null where it does, by path (a list's items under the list's
+name): a null is a value the run could not measure, never a zero or a lost one."""
+
+
+def null_reasons(run: dict[str, Any]) -> dict[str, str]:
+    """The reason for every null in a run record, from `NULL_REASONS`; a null the table
+    does not know says so rather than being left unexplained."""
+
+    def nulls(value: Any, path: str) -> list[str]:
+        if isinstance(value, dict):
+            return [
+                found
+                for key, item in value.items()
+                for found in ([path + key] if item is None else nulls(item, f"{path}{key}."))
+            ]
+        if isinstance(value, list):
+            return [found for item in value for found in nulls(item, path)]
+        return []
+
+    return {
+        path: NULL_REASONS.get(path, "not measured, for a reason NULL_REASONS does not know")
+        for path in nulls(run, "")
+    }
+
+
 SETTINGS = Path(__file__).with_name("learning.toml")
 """Every run's settings: the `cpu` preset as the finished runs took it, pinned here so that
 tuning the preset does not change the runs still to come."""
