@@ -96,6 +96,13 @@ def serve(
     lora: Annotated[
         bool, typer.Option(help="Allow LoRA swaps (--no-lora: full swaps only, ~2x faster on CPU).")
     ] = True,
+    weight_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="A folder the server may load new weights from (repeat for more); "
+            "default: the current directory. Other paths are refused (403)."
+        ),
+    ] = None,
 ) -> None:
     """Serve a model over the OpenAI API with tool calling, runtime LoRA and weight reload."""
     with user_errors():
@@ -112,6 +119,7 @@ def serve(
             served_model_name=served_model_name,
             dtype=dtype,
             enable_lora=lora,
+            **({"weight_roots": weight_root} if weight_root else {}),
         )
         with ModelServer.start(settings) as server:
             console.print(

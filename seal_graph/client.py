@@ -15,12 +15,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
 
 import openai
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, InvalidToolCall
+from langchain_core.messages.tool import invalid_tool_call
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
@@ -156,7 +158,10 @@ class ServedChatModel(ChatOpenAI):
     def _create_chat_result(
         self, response: dict | openai.BaseModel, generation_info: dict | None = None
     ) -> ChatResult:
+        response, refused = _set_aside_non_object_calls(response)
         result = super()._create_chat_result(response, generation_info)
+        for generation, calls in zip(result.generations, refused, strict=True):
+            generation.message.invalid_tool_calls += calls  # type: ignore[attr-defined]
         if not self.return_token_ids:
             return result
         from seal_graph.serving.policy_card import HEADER  # serving imports this module
@@ -173,6 +178,43 @@ class ServedChatModel(ChatOpenAI):
                 served_version=headers.get(HEADER.lower()),
             ).model_dump()
         return result
+
+
+def _set_aside_non_object_calls(
+    response: dict | openai.BaseModel,
+) -> tuple[dict | openai.BaseModel, list[list[InvalidToolCall]]]:
+    """Tool calls whose arguments parse to JSON that is not an object (`[true]`, `3`):
+    langchain-core raises building the message from them, which would fail the whole
+    request (and a batch that allows no exceptions). They are taken out of the response
+    and become the message's `invalid_tool_calls`, which the rollout records as the
+    agent's parse errors, as for arguments that are not JSON at all."""
+    raw = response if isinstance(response, dict) else response.model_dump(warnings=False)
+    refused: list[list[InvalidToolCall]] = []
+    changed = False
+    for choice in raw.get("choices") or []:
+        kept, set_aside = [], []
+        for call in (choice.get("message") or {}).get("tool_calls") or []:
+            function = call.get("function") or {}
+            try:
+                args = json.loads(function.get("arguments") or "{}", strict=False)
+            except ValueError:
+                args = {}  # not JSON: LangChain records it as an invalid call itself
+            if isinstance(args, dict):
+                kept.append(call)
+                continue
+            set_aside.append(
+                invalid_tool_call(
+                    name=function.get("name"),
+                    args=function.get("arguments"),
+                    id=call.get("id"),
+                    error="the arguments are not a JSON object",
+                )
+            )
+        refused.append(set_aside)
+        if set_aside:
+            choice["message"]["tool_calls"] = kept or None
+            changed = True
+    return (raw if changed else response), refused
 
 
 def served_tokens(message: BaseMessage) -> ServedTokens | None:

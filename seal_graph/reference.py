@@ -6,6 +6,7 @@ the same replay renders expert trajectories for warm-start training.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from langchain_core.messages import (
@@ -15,10 +16,25 @@ from langchain_core.messages import (
     SystemMessage,
     convert_to_openai_messages,
 )
+from langchain_core.messages.tool import invalid_tool_call
 
 from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode, ToolEvent, TurnRecord, Verdict
 from seal_graph.sessions import run_turn_calls
+
+
+def _call_message(tool_call: dict) -> AIMessage:
+    """The agent's message for one replayed call; arguments that are not an object make
+    an invalid call, as `ServedChatModel` records such a call from a model."""
+    if isinstance(tool_call["args"], dict):
+        return AIMessage(content="", tool_calls=[tool_call])
+    bad = invalid_tool_call(
+        name=tool_call["name"],
+        args=json.dumps(tool_call["args"]),
+        id=tool_call["id"],
+        error="the arguments are not a JSON object",
+    )
+    return AIMessage(content="", invalid_tool_calls=[bad])
 
 
 async def replay_calls(
@@ -42,7 +58,7 @@ async def replay_calls(
             for (_, tool_call), (message, event) in zip(
                 calls, await run_turn_calls(session, env, turn, calls), strict=True
             ):
-                messages += [AIMessage(content="", tool_calls=[tool_call]), message]
+                messages += [_call_message(tool_call), message]
                 turn_events.append(event)
             messages.append(AIMessage(content=task.reply(turn)))
             session.end_turn(turn, turn_events)

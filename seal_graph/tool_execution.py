@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +68,27 @@ def _schema_violation(tool: BaseTool, args: dict[str, Any]) -> str | None:
     return None
 
 
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite(item) for item in value)
+    return False
+
+
+def argument_problem(tool_name: str, args: Any) -> str | None:
+    """Why a call's arguments are not a JSON object a tool can take, or None. Python's
+    JSON parser (and so LangChain's) reads `NaN` and `Infinity`, which JSON has not: a
+    NaN-priced order must be refused as invalid, not executed."""
+    if not isinstance(args, dict):
+        return f"arguments for {tool_name} must be a JSON object"
+    if _non_finite(args):
+        return f"invalid arguments for {tool_name}: NaN and Infinity are not JSON numbers"
+    return None
+
+
 def _render(output: Any) -> str:
     text = output if isinstance(output, str) else json.dumps(output, default=str)
     if len(text) > MAX_OUTPUT_CHARS:
@@ -104,16 +126,7 @@ async def execute_tool_call(
             began,
         )
     args = call.get("args")
-    if not isinstance(args, dict):
-        return _error(
-            "validation_error",
-            f"arguments for {tool.name} must be a JSON object",
-            call,
-            turn,
-            step,
-            began,
-        )
-    violation = _schema_violation(tool, args)
+    violation = argument_problem(tool.name, args) or _schema_violation(tool, args)
     if violation:
         return _error("validation_error", violation, call, turn, step, began)
     try:

@@ -1,10 +1,11 @@
 """`official` scoring agrees with BFCL's own evaluator, entry by entry.
 
 Every one of the 800 multi-turn entries is replayed through the `bfcl` environment:
-a third as published, the rest broken in one of nine ways (a call dropped, an argument
+a third as published, the rest broken in one of twelve ways (a call dropped, an argument
 changed, a call added, two turns swapped, a number sent as a string, an extra argument,
 a turn's calls reordered, a call made a turn early — in `miss_func` the held-out
-function, before it is offered — and every number sent as a string). The episodes are
+function, before it is offered — every number sent as a string, arguments that are not
+a JSON object, a NaN argument, an argument name that is not an identifier). The episodes are
 exported as `seal-graph eval` exports them, the exact `bfcl evaluate` command the export
 prints is run (bfcl-eval's own CLI and checker; `tests/bfcl_official.py` stands in for
 the provider SDKs it imports but never uses here), and its per-entry verdicts must equal
@@ -86,6 +87,21 @@ def break_calls(kind: str, task: Task) -> Calls:
         target = max((i for i in busy if i < later), default=None)
         if target is not None:
             calls[target].append(calls[later].pop(0))
+    elif kind == "non_object_args":  # a model's `ls` with `[true]`: BFCL would run `ls()`
+        call = calls[busy[0]][0]
+        call["args"] = [True] if not call["args"] else list(call["args"].values())
+    elif kind == "nan_arg":  # Python's JSON reads NaN; seal-graph refuses it as JSON does
+        found = _first_arg(calls, _numeric) or _first_arg(calls, lambda v: True)
+        if found:
+            call, key = found
+            call["args"][key] = float("nan")
+    elif kind == "bad_arg_name":  # pasted into the call BFCL evaluates: `f(a='x')#='y')`
+        call = calls[busy[0]][0]
+        first = next(iter(call["args"]), "x")
+        call["args"] = {
+            f"{first}='x')#": "y",
+            **{k: v for k, v in call["args"].items() if k != first},
+        }
     elif kind == "numbers_as_strings":
         for turn in calls:
             for call in turn:
@@ -94,11 +110,12 @@ def break_calls(kind: str, task: Task) -> Calls:
 
 
 KINDS = ("drop", "change", "extra_call", "swap_turns", "wrong_type", "extra_arg",
-         "reorder", "early", "numbers_as_strings")  # fmt: skip
+         "reorder", "early", "numbers_as_strings", "non_object_args", "nan_arg",
+         "bad_arg_name")  # fmt: skip
 
 
 def mixed_calls(index: int, task: Task) -> Calls:
-    """A third of the entries as published; the rest cycle through the nine breaks."""
+    """A third of the entries as published; the rest cycle through the breaks."""
     if index % 3 == 0:
         return task.reference
     return break_calls(KINDS[(index // 3) % len(KINDS)], task)

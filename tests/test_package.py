@@ -36,7 +36,9 @@ def test_subpackages_live_under_the_seal_graph_namespace() -> None:
 
 
 def test_wheel_has_a_single_top_level_package(tmp_path: Path) -> None:
-    subprocess.run(
+    """One top-level package, its data files and the license, built without setuptools
+    warning that a folder is importable but not listed."""
+    built = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -44,13 +46,16 @@ def test_wheel_has_a_single_top_level_package(tmp_path: Path) -> None:
             "wheel",
             "--no-deps",
             "--no-build-isolation",
-            "-q",
+            "-v",  # setuptools' warnings show only here
             "-w",
             str(tmp_path),
             str(ROOT),
         ],
         check=True,
+        capture_output=True,
+        text=True,
     )
+    assert "as an importable package" not in built.stdout + built.stderr
     (wheel,) = tmp_path.glob("seal_graph-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
@@ -58,6 +63,8 @@ def test_wheel_has_a_single_top_level_package(tmp_path: Path) -> None:
     for sub in ("graphs", "tools", "training"):
         assert f"seal_graph/{sub}/__init__.py" in names
     assert "seal_graph/chat_templates/hermes_tools.jinja" in names
+    assert "seal_graph/training/presets/cpu.toml" in names
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
 
 
 def test_install_takes_the_cpu_torch_from_the_pytorch_index_with_the_pinned_version() -> None:

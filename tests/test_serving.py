@@ -99,21 +99,26 @@ def test_plain_openai_client_with_key(server: ModelServer) -> None:
 
 
 def test_every_route_but_the_health_checks_needs_the_key(server: ModelServer) -> None:
-    """Walks the running server's own route list: without the key, each answers 401 but
-    the allowed ones; with it, each gets past the check (POSTs carry a malformed body, so
-    the routes that take one refuse it as their own 400 instead of acting)."""
+    """Walks the running server's own route list, each path with its own methods and with
+    OPTIONS and HEAD: without the key, each answers 401 but the allowed ones; a CORS
+    preflight answers only CORS (no route's content); with the key, each gets past the
+    check (POSTs carry a malformed body, so the routes that take one refuse it as their
+    own 400 instead of acting)."""
     from seal_graph.serving.access import ALLOWED
 
     root = server.endpoint.server_root
     key = {"Authorization": f"Bearer {server.endpoint.api_key}"}
     assert httpx.get(f"{root}/openapi.json", timeout=10).status_code == 401
     spec = httpx.get(f"{root}/openapi.json", headers=key, timeout=10).json()
+    paths = [*spec["paths"], "/docs", "/redoc", "/seal/policy", "/metrics/", "/metricsX"]
     routes = [
         (method.upper(), path) for path, methods in spec["paths"].items() for method in methods
     ]
     routes += [("GET", "/docs"), ("GET", "/redoc"), ("GET", "/seal/policy")]
+    routes += [(method, path) for path in paths for method in ("OPTIONS", "HEAD")]
     assert {("POST", "/invocations"), ("POST", "/pause"), ("GET", "/metrics")} <= set(routes)
-    open_without_key, refused_with_key = [], []
+    open_without_key, refused_with_key, preflight_leaks = [], [], []
+    preflight = {"Origin": "http://elsewhere", "Access-Control-Request-Method": "GET"}
     try:
         with httpx.Client(base_url=root, timeout=60) as http:
             for method, path in routes:
@@ -126,9 +131,46 @@ def test_every_route_but_the_health_checks_needs_the_key(server: ModelServer) ->
                 keyed = http.request(method, url, content=body, headers={**plain, **key})
                 if keyed.status_code == 401:
                     refused_with_key.append((method, path))
+            for path in paths:
+                answer = http.options(path.replace("{response_id}", "x"), headers=preflight)
+                if len(answer.content) > 40 or "text/plain" not in answer.headers.get(
+                    "content-type", "text/plain"
+                ):
+                    preflight_leaks.append((path, answer.status_code, answer.text[:80]))
     finally:  # the walk's keyed calls to /sleep and /pause must not leave the engine idle
         httpx.post(f"{root}/wake_up", headers=key, timeout=60)
         httpx.post(f"{root}/resume", headers=key, timeout=60)
-    assert open_without_key == [] and refused_with_key == []
+    assert open_without_key == [] and refused_with_key == [] and preflight_leaks == []
     reply = server.chat_model(temperature=0.0, max_tokens=4).invoke([HumanMessage("Hi")])
     assert reply.content  # the server still answers after the walk
+
+
+def test_deep_json_is_a_client_error_and_weights_load_only_from_allowed_roots(
+    server: ModelServer, tmp_path: Path
+) -> None:
+    """vLLM itself would answer JSON nested 100,000 deep with a 500 and a traceback: the
+    guard answers 400 first, keyed or not, on every path; an adapter outside the server's
+    weight roots (here `/etc`, and a symlink out of the run's folder) is refused with the
+    roots named, and the server answers as before."""
+    root = server.endpoint.server_root
+    key = {"Authorization": f"Bearer {server.endpoint.api_key}"}
+    json_type = {"Content-Type": "application/json"}
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path, headers in (
+        ("/ping", json_type),
+        ("/health", json_type),
+        ("/v1/chat/completions", {**json_type, **key}),
+        ("/v1/completions", {**json_type, **key}),
+        ("/seal/policy", {**json_type, **key}),
+        ("/v1/chat/completions", key),  # no content type: FastAPI reads it as JSON
+    ):
+        answer = httpx.post(f"{root}{path}", content=deep, headers=headers, timeout=60)
+        assert 200 <= answer.status_code < 500, (path, answer.status_code)
+    (tmp_path / "escape").symlink_to("/etc")
+    for outside in ("/etc", str(tmp_path / "escape")):
+        body = {"lora_name": "x", "lora_path": outside}
+        refused = httpx.post(f"{root}/v1/load_lora_adapter", json=body, headers=key, timeout=60)
+        assert refused.status_code == 403, outside
+        assert "loads weights from" in refused.json()["error"]
+    reply = server.chat_model(temperature=0.0, max_tokens=4).invoke([HumanMessage("Hi")])
+    assert reply.content

@@ -87,6 +87,50 @@ def test_non_object_arguments() -> None:
     assert event.error_kind == "validation_error"
 
 
+def test_non_finite_numbers_are_refused_not_executed() -> None:
+    """Python's JSON reads NaN and Infinity; JSON has neither: never run a NaN order."""
+    for value in (float("nan"), float("inf"), [1.0, float("-inf")]):
+        message, event = run("move", {"src": "a", "n": value})
+        assert event.error_kind == "validation_error", value
+        assert "NaN and Infinity" in message.content
+    _, nested = run("add", {"a": 1, "b": {"deep": [float("nan")]}})
+    assert nested.error_kind == "validation_error"
+
+
+def test_a_model_reply_with_non_object_arguments_is_an_invalid_call_not_a_crash() -> None:
+    """langchain-core raises building a message from `[true]` arguments (the whole request,
+    and a batch allowing no exceptions, would fail); the client makes it an invalid call,
+    which the rollout records as a parse error, and keeps the good call beside it."""
+    from seal_graph.client import ServedChatModel
+
+    def call(index: int, name: str, arguments: str) -> dict:
+        return {
+            "id": f"c{index}",
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call(1, "ls", "[true]"), call(2, "cd", '{"folder": "x"}')],
+    }
+    response = {
+        "id": "r",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+    }
+    model = ServedChatModel(base_url="http://127.0.0.1:9/v1", api_key="k", model="m")
+    reply = model._create_chat_result(response).generations[0].message
+    assert [c["name"] for c in reply.tool_calls] == ["cd"]
+    [invalid] = reply.invalid_tool_calls
+    assert (invalid["name"], invalid["args"], invalid["id"]) == ("ls", "[true]", "c1")
+    _, event = invalid_call_event(invalid, turn=0, step=0)
+    assert event.error_kind == "parse_error"
+
+
 def test_tool_exception_becomes_data() -> None:
     message, event = run("boom", {"x": 1})
     assert event.error_kind == "tool_exception"

@@ -47,10 +47,12 @@ Started = list[tuple[ModelEndpoint, ModelServer | None]]
 started it (None: attached by URL)."""
 
 
-def start_servers(config: TrainConfig, base_urls: list[str], api_key: str | None) -> Started:
+def start_servers(
+    config: TrainConfig, base_urls: list[str], api_key: str | None, run_dir: Path
+) -> Started:
     """The endpoints rollouts use under the stable name (LoRA: the base gets another
     name): the servers at `base_urls`, else `config.servers` started here, still loading
-    (`announce_servers` once they are ready)."""
+    (`announce_servers` once they are ready), loading weights from `run_dir` only."""
     if base_urls:
         return [
             (
@@ -74,6 +76,7 @@ def start_servers(config: TrainConfig, base_urls: list[str], api_key: str | None
                     enable_lora=config.swap == "lora" or config.algo == "coevolve-dpo",
                     max_lora_rank=_rank(config.lora.r),
                     cpu_cores=cores,
+                    weight_roots=[run_dir],
                 ),
                 wait=False,
             )
@@ -145,7 +148,7 @@ def run_training(
     urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
     # A fresh run starts vLLM first, so it loads while the training stack imports (~10 s);
     # a resumed one reads its checkpoint first (a finished run needs no server).
-    started = None if resume else start_servers(config, urls, api_key)
+    started = None if resume else start_servers(config, urls, api_key, run_dir)
     try:
         return _run(run_dir, config, resume, started, urls, api_key)
     finally:
@@ -180,7 +183,7 @@ def _run(
         progress = snapshot.values
         served = progress.get("served_version", 0)
         trained = progress.get("policy_version", served)
-        servers = started or start_servers(config, base_urls, api_key)
+        servers = started or start_servers(config, base_urls, api_key, run_dir)
         owned = [server for _, server in servers]
         run = None
         try:

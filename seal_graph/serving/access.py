@@ -49,15 +49,31 @@ def authorized(authorization: str | None) -> bool:
     return any(hmac.compare_digest(_digest(sent.strip()), _digest(key)) for key in keys)
 
 
+def request_path(request: Request) -> str:
+    """The path a request asks for, as the routes see it (without the root path)."""
+    return request.url.path.removeprefix(request.scope.get("root_path", "")) or "/"
+
+
+def is_cors_preflight(request: Request) -> bool:
+    """A browser's CORS preflight: an OPTIONS that names the method it asks about. It
+    carries no credentials by design, and vLLM's CORS middleware answers it before any
+    route. Any other OPTIONS reaches the routes (vLLM's `/metrics` answers every method
+    with its whole text), so it needs the key like every other method."""
+    return (
+        request.method == "OPTIONS"
+        and "origin" in request.headers
+        and "access-control-request-method" in request.headers
+    )
+
+
 async def require_api_key(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     """vLLM `--middleware`: refuse every request without the key, but `ALLOWED` paths
-    and CORS preflights (a browser sends those without credentials by design)."""
+    and CORS preflights."""
     from starlette.responses import JSONResponse
 
-    path = request.url.path.removeprefix(request.scope.get("root_path", "")) or "/"
-    if request.method == "OPTIONS" or path in ALLOWED:
+    if is_cors_preflight(request) or request_path(request) in ALLOWED:
         return await call_next(request)
     if not authorized(request.headers.get("authorization")):
         return JSONResponse(

@@ -19,7 +19,9 @@ from typing import Literal
 
 from seal_graph.errors import InstallError
 from seal_graph.paths import home
+from seal_graph.serving import guards
 from seal_graph.serving.access import MIDDLEWARE as ACCESS_MIDDLEWARE
+from seal_graph.serving.guards import MIDDLEWARE as GUARDS_MIDDLEWARE
 from seal_graph.serving.policy_card import MIDDLEWARE as POLICY_CARD_MIDDLEWARE
 from seal_graph.serving.policy_card import SERVED_NAME_ENV
 from seal_graph.serving.settings import ServerSettings
@@ -123,6 +125,8 @@ def server_command(
         "--disable-log-stats",
         "--middleware",  # the policy card: which weights answer (X-Seal-Policy-Version)
         POLICY_CARD_MIDDLEWARE,
+        "--middleware",  # what a key holder may ask: weights' folders, sampling caps
+        GUARDS_MIDDLEWARE,
         "--middleware",  # added last, so outermost: no route but /health answers without the key
         ACCESS_MIDDLEWARE,
     ]
@@ -142,10 +146,13 @@ def server_command(
 
 
 def server_environment(
-    settings: ServerSettings, platform: Platform, api_key: str
+    settings: ServerSettings, platform: Platform, api_key: str, model_dir: Path | None = None
 ) -> dict[str, str]:
     """Environment for the server process: offline, runtime LoRA and weight reload on,
-    and the API key (in the environment, not argv, where any local user's `ps` sees it)."""
+    and the API key (in the environment, not argv, where any local user's `ps` sees it).
+    Weights load from `settings.weight_roots` and the served model's own folder (a full
+    swap back to the base reloads it)."""
+    roots = [*settings.weight_roots, *([model_dir] if model_dir else [])]
     env = dict(os.environ)
     env.update(
         {
@@ -154,8 +161,12 @@ def server_environment(
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
-            # Runtime LoRA loading (/v1/load_lora_adapter, behind the API key).
+            # Runtime LoRA loading (/v1/load_lora_adapter, behind the API key), from
+            # the weight roots only (`serving.guards`).
             "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+            guards.WEIGHT_ROOTS_ENV: os.pathsep.join(str(root.resolve()) for root in roots),
+            guards.MAX_CHOICES_ENV: str(settings.max_choices),
+            guards.MAX_SAMPLED_TOKENS_ENV: str(settings.max_sampled_tokens),
         }
     )
     if settings.loopback:

@@ -14,8 +14,8 @@ that is being trained can tell which weights answered it, without asking anyone 
   it back with its original `updated`: a restart does not change the weights).
 
 The card's route, like every other, needs the server's API key: `access.py` guards all
-of them. The card lives in the server process: a restart begins again at `base` until
-the weights are restored.
+of them; it answers GET and POST only. The card lives in the server process: a restart
+begins again at `base` until the weights are restored.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationError
+
+from seal_graph.serving.access import is_cors_preflight, request_path
+from seal_graph.serving.guards import RequestRefused, json_body
 
 if TYPE_CHECKING:  # starlette is there inside vLLM's server, not in every client install
     from starlette.requests import Request
@@ -57,13 +60,8 @@ _card = PolicyCard()
 
 
 async def _requested_model(request: Request) -> str | None:
-    """The `model` a JSON request asks for (Starlette replays the read body downstream)."""
-    if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
-        return None
-    try:
-        body = await request.json()
-    except ValueError:
-        return None
+    """The `model` a JSON request asks for (the body `guards.json_body` parsed once)."""
+    body = await json_body(request)
     model = body.get("model") if isinstance(body, dict) else None
     return model if isinstance(model, str) and model else None
 
@@ -84,14 +82,25 @@ async def policy_card(
     from starlette.responses import JSONResponse
 
     global _card
-    if request.url.path == ROUTE:
+    if request_path(request) == ROUTE and not is_cors_preflight(request):
+        if request.method not in ("GET", "POST"):
+            return JSONResponse(
+                {"error": f"{ROUTE} answers GET (read the card) and POST (the trainer)"},
+                status_code=405,
+                headers={"Allow": "GET, POST"},
+            )
         if request.method == "POST":
             try:  # `updated` kept when sent: a restored card's weights did not change
-                _card = PolicyCard.model_validate(await request.json())
-            except (ValidationError, ValueError) as exc:
+                _card = PolicyCard.model_validate(await json_body(request))
+            except ValidationError as exc:
                 return JSONResponse({"error": f"not a policy card: {exc}"}, status_code=422)
+            except RequestRefused as exc:
+                return JSONResponse({"error": str(exc)}, status_code=exc.status)
         return JSONResponse(_card.model_dump())
-    requested = await _requested_model(request)
+    try:
+        requested = await _requested_model(request)
+    except RequestRefused as exc:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
     response = await call_next(request)
     response.headers[HEADER] = answered_by(requested, _card)
     return response

@@ -141,7 +141,9 @@ class ModelServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=server_environment(self.settings, self.platform, self.endpoint.api_key),
+                env=server_environment(
+                    self.settings, self.platform, self.endpoint.api_key, self.model_dir
+                ),
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )

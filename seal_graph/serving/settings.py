@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -62,6 +63,22 @@ class ServerSettings(BaseModel):
         pattern=r"^\d+(-\d+)?(,\d+(-\d+)?)*$",
         description="CPU cores the server's threads run on (`0-3`, `0,2`); None = vLLM's "
         "default. Servers side by side on one machine each get their own.",
+    )
+    weight_roots: list[Path] = Field(
+        default_factory=lambda: [Path.cwd()],
+        min_length=1,
+        description="Folders the server loads new weights from (runtime LoRA, in-place "
+        "reload), after resolving `..` and symlinks; any other path is refused with 403. "
+        "Default: the working directory (where runs write their checkpoints); a training "
+        "run adds its own folder.",
+    )
+    max_choices: int = Field(
+        default=64, ge=1, description="Most choices (`n`) one sampling request may ask for."
+    )
+    max_sampled_tokens: int = Field(
+        default=262_144,
+        ge=1,
+        description="Most tokens one sampling request may ask for in all (`n x max_tokens`).",
     )
     startup_timeout_s: float = Field(default=600.0, gt=0, description="Health-wait limit.")
     extra_args: list[str] = Field(

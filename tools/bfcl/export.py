@@ -6,19 +6,24 @@ for a model name it has registered: the name picks the decoder. Any of its OpenA
 function-calling models decodes `[{name: json_arguments}]`, which is what this writes;
 `DEFAULT_MODEL_NAME` is one. The calls are the episode's tool calls as the agent sent
 them (what BFCL's executor would run); steps without a call carry nothing its checker
-reads and are left out.
+reads and are left out. So are calls seal-graph refused before running them and BFCL
+would run differently: arguments that are not a JSON object (BFCL would run the call
+with none), hold NaN or Infinity, or name an argument that is not a Python identifier
+(BFCL pastes names into the call it evaluates: `{"a')#": 1}` would run `f(a')`).
 """
 
 from __future__ import annotations
 
 import json
+import keyword
 import shlex
 from collections import defaultdict
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from seal_graph.records import Episode
+from seal_graph.records import Episode, ToolEvent
+from seal_graph.tool_execution import argument_problem
 from seal_graph.tools.bfcl import data
 
 #: A model `bfcl evaluate` knows whose decoder reads OpenAI-style function calls.
@@ -34,14 +39,23 @@ class BFCLExport(BaseModel):
     partial: bool
 
 
+def exportable(event: ToolEvent) -> bool:
+    """Whether BFCL would run the call as seal-graph read it (see the module docstring)."""
+    if event.error_kind == "parse_error":  # the server could not read the call
+        return False
+    arguments = event.arguments
+    return argument_problem(event.name, arguments) is None and all(
+        name.isidentifier() and not keyword.iskeyword(name)
+        for name in arguments  # type: ignore[union-attr]
+    )
+
+
 def turn_steps(episode: Episode) -> list[list[list[dict[str, str]]]]:
     """Per turn, per agent step, the step's calls as `{name: json_arguments}`."""
     steps: dict[tuple[int, int], list[dict[str, str]]] = defaultdict(list)
     for event in episode.tool_events:
-        if event.error_kind == "parse_error":  # the server could not read the call
-            continue
-        arguments = event.arguments if isinstance(event.arguments, dict) else {}
-        steps[(event.turn, event.step)].append({event.name: json.dumps(arguments)})
+        if exportable(event):
+            steps[(event.turn, event.step)].append({event.name: json.dumps(event.arguments)})
     return [
         [calls for (turn, _), calls in sorted(steps.items()) if turn == index]
         for index in range(len(episode.turns))
