@@ -5,7 +5,7 @@ equal budget, over seeds.
     .venv/bin/python benchmarks/learning.py --report-only         # rebuild the report
 
 One supervised warm start of the bundled model on kv-calc's expert trajectories (the
-`cpu` preset's, as pinned in `benchmarks/learning.toml`, at `--warm-steps` SFT steps) is
+`cpu` preset's, as pinned in `benchmarks/learning.toml`, at `--warm-epochs` SFT epochs) is
 merged into a checkpoint that every run starts from. Then, per seed, every row:
 `--iterations` loop iterations, each rolling out the same number of episodes (the budget
 rule, `learning_runs.training_tasks`: a coevolve-dpo row's policy and failure agent
@@ -114,8 +114,8 @@ def main() -> None:
     )
     parser.add_argument("--pairs", type=int, default=8, help="DPO pairs per round.")
     parser.add_argument(
-        "--warm-steps", type=int, default=None,
-        help="SFT steps of the shared warm start (default: the pinned settings', chosen on "
+        "--warm-epochs", type=int, default=None,
+        help="SFT epochs of the shared warm start (default: the pinned settings', chosen on "
         "val: docs/results/sweep.md).",
     )  # fmt: skip
     parser.add_argument(
@@ -174,12 +174,13 @@ def main() -> None:
         if args.commit:
             commit([warm_file, ADAPTER], "benchmarks/learning: the warm start and its adapter")
     warm = load(warm_file)
-    asked = warm_start_settings(args.warm_steps)
+    asked = warm_start_settings(args.warm_epochs)
     if warm["settings"] != asked:
         sys.exit(
             f"the finished runs in {RESULTS} began from a warm start of "
-            f"{warm['settings']['steps']} SFT steps, not {asked['steps']}: "
-            "resume with the same --warm-steps, or move them away to start over"
+            f"{warm['settings'].get('epochs', 'a step-counted')} SFT epochs, not "
+            f"{asked['epochs']}: resume with the same --warm-epochs, or move them away to "
+            "start over"
         )
     if not (args.out / "warm-start-model" / "config.json").exists():
         restore_warm_start(args, warm)

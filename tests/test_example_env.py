@@ -57,7 +57,7 @@ def test_the_readme_train_command_runs_on_the_example(tmp_path, monkeypatch) -> 
     monkeypatch.chdir(EXAMPLES)
     config = tmp_path / "small.toml"
     config.write_text(
-        'preset = "cpu"\niterations = 1\n[warm_start]\nsteps = 4\n'
+        'preset = "cpu"\niterations = 1\n[warm_start]\nepochs = 1\ntasks_per_category = 4\n'
         "[rollout]\ntasks_per_iteration = 2\n[eval]\nlimit = 4\n"
     )
     out = tmp_path / "run"

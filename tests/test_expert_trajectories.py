@@ -57,13 +57,39 @@ def test_an_expert_episode_is_one_sequence_masked_to_the_agents_messages(tokeniz
 
 def test_the_warm_start_dataset_is_pretokenized_for_completion_only_loss(tokenizer) -> None:
     env = get_environment("kv-calc")
-    dataset, experts = expert_dataset(env, WarmStartSettings(tasks=2), tokenizer, seed=1)
-    assert experts.dropped == {} and experts.tasks == 2
+    settings = WarmStartSettings(tasks_per_category=1)
+    dataset, experts = expert_dataset(env, settings, tokenizer, seed=1)
+    assert experts.dropped == {} and experts.tasks == 4
     assert dataset.column_names == ["input_ids", "completion_mask"]
     for row in dataset:
         assert len(row["input_ids"]) == len(row["completion_mask"]) and 0 < sum(
             row["completion_mask"]
         ) < len(row["input_ids"])
+
+
+def test_a_stratified_reference_set_teaches_every_categorys_abstention_turns(tokenizer) -> None:
+    """The same number of tasks from each category, and every abstention turn among
+    their sequences counted per category (the warm start trains each once per epoch)."""
+    env = get_environment("kv-calc")
+    dataset, experts = expert_dataset(env, WarmStartSettings(tasks_per_category=3), tokenizer)
+    assert experts.tasks == 12 and len(dataset) == len(experts.sources)
+    assert experts.by_category() == {
+        "base": {"sequences": 3, "abstention_turns": 0},
+        "long_context": {"sequences": 3, "abstention_turns": 0},
+        "miss_func": {"sequences": 6, "abstention_turns": 3},  # split where the tool arrives
+        "miss_param": {"sequences": 3, "abstention_turns": 3},
+    }
+    assert "6 abstention turns" in experts.summary()
+    again, _ = expert_dataset(env, WarmStartSettings(tasks_per_category=3), tokenizer)
+    assert again["input_ids"] == dataset["input_ids"]  # the same draw for the same seed
+
+
+def test_a_step_counted_warm_start_config_says_what_replaced_it() -> None:
+    import pydantic
+    import pytest
+
+    with pytest.raises(pydantic.ValidationError, match=r"warm_start\.epochs"):
+        WarmStartSettings.model_validate({"steps": 23})
 
 
 def test_a_held_out_tool_splits_the_expert_episode_where_the_prompt_changes(tokenizer) -> None:

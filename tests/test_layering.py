@@ -1,8 +1,8 @@
 """The package is layered: a module imports only from its own layer or the ones below.
 
     0  ground floor   records, labels, settings, environment, store, diagnosis, interface,
-                      sessions, tool execution, reference replay, evolution (no I/O but
-                      SQLite, no model client)
+                      sessions, tool execution, reference replay, evolution, abstention
+                      rates (no I/O but SQLite, no model client)
     1  services       model client, environment registry, serving, built-in environments
     2  graphs         the rollout and diagnose→evolve graphs
     3  runners        rollout batches, evaluation, the demo
@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
             "seal_graph.evolution_report",
             "seal_graph.bundled_model",
             "seal_graph.stats",
+            "seal_graph.abstention",
         ],
         0,
     ),

@@ -30,7 +30,7 @@ def _config(**overrides):
         rollout={"tasks_per_iteration": 4, "group_size": 2, "max_tokens": 16},
         eval={"every": 2, "limit": 4, "max_tokens": 16, "concurrency": 8},
         optim={"learning_rate": 1e-3},
-        warm_start={"steps": 0},
+        warm_start={"epochs": 0},
         **overrides,
     )
 

@@ -140,7 +140,7 @@ def test_whole_loop_wiring_with_fake_model_and_fake_trainer(tmp_path: Path) -> N
         iterations=2,
         rollout={"tasks_per_iteration": 2, "group_size": 2, "concurrency": 1},
         eval={"every": 1, "limit": 2, "samples": 2, "final_splits": ["test"]},
-        warm_start={"steps": 0},
+        warm_start={"epochs": 0},
     )
     model = ScriptedToolModel(script=itertools.cycle(["yes", "no", "no"]))
     algorithm = FakeTrainer(config)

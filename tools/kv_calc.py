@@ -158,7 +158,18 @@ def _base(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
     return turns, reference, [None] * len(turns)
 
 
-def _miss_param(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
+MISSING_NUMBER = ("number", "value", "amount", "how much")
+"""Words a reply to a `miss_param` abstention turn names the missing number with."""
+MISSING_TOOL = {
+    "add": ("add", "addition", "sum", "tool"),
+    "multiply": ("multiply", "multiplication", "product", "tool"),
+}
+"""Words a reply to a `miss_func` abstention turn names the missing operation with."""
+
+
+def _miss_param(
+    draw: _Draw,
+) -> tuple[list[str], list[Calls], list[str | None], dict[int, list[str]]]:
     """A number left out of one turn: ask, then act when the next turn gives it."""
     k1, k2, _ = draw.keys
     if draw.rng.random() < 0.5:  # the value to store is missing
@@ -169,6 +180,7 @@ def _miss_param(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
         ]
         reference = [[], _store(k1, draw.a), _combine(draw.op, k1, draw.a, draw.operand, k2)]
         replies = [f"Which number should I store under '{k1}'?", None, None]
+        abstains_at = 0
     else:  # the operand is missing
         turns = [
             _store_text(draw.a, k1),
@@ -178,10 +190,13 @@ def _miss_param(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None]]:
         reference = [_store(k1, draw.a), [], _combine(draw.op, k1, draw.a, draw.operand, k2)]
         verb = "add" if draw.op == "add" else "multiply by"
         replies = [None, f"Which number should I {verb}?", None]
-    return turns, reference, replies
+        abstains_at = 1
+    return turns, reference, replies, {abstains_at: list(MISSING_NUMBER)}
 
 
-def _miss_func(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None], dict]:
+def _miss_func(
+    draw: _Draw,
+) -> tuple[list[str], list[Calls], list[str | None], dict, dict[int, list[str]]]:
     """The turn's operation has no tool yet: say so; the tool arrives a turn later."""
     k1, k2, _ = draw.keys
     combine = _combine_text(draw.op, draw.operand, k1, k2)
@@ -192,7 +207,7 @@ def _miss_func(draw: _Draw) -> tuple[list[str], list[Calls], list[str | None], d
     ]
     reference = [_store(k1, draw.a), [], _combine(draw.op, k1, draw.a, draw.operand, k2)]
     replies = [None, f"I cannot {draw.op}: no tool for it is available.", None]
-    return turns, reference, replies, {2: [draw.op]}
+    return turns, reference, replies, {2: [draw.op]}, {1: list(MISSING_TOOL[draw.op])}
 
 
 def _filler(rng: random.Random, count: int) -> dict[str, float]:
@@ -203,16 +218,19 @@ def _filler(rng: random.Random, count: int) -> dict[str, float]:
 def _task(rng: random.Random, category: str, task_id: str) -> Task:
     draw = _Draw(rng)
     held_out: dict[int, list[str]] = {}
+    missing: dict[int, list[str]] = {}
     initial: dict[str, float] = {}
     if category == "miss_param":
-        turns, reference, replies = _miss_param(draw)
+        turns, reference, replies, missing = _miss_param(draw)
     elif category == "miss_func":
-        turns, reference, replies, held_out = _miss_func(draw)
+        turns, reference, replies, held_out, missing = _miss_func(draw)
     else:
         turns, reference, replies = _base(draw)
         if category == "long_context":
             initial = _filler(rng, rng.randint(20, 30))
     metadata: dict[str, Any] = {"category": category}
+    if missing:
+        metadata["missing"] = missing
     if initial:
         metadata["initial_store"] = initial
     return Task(
@@ -312,6 +330,7 @@ def _turn_evidence(
         expects_calls=expects_calls,
         expected_state=expected,
         state=actual,
+        missing=task.metadata.get("missing", {}).get(turn),
     )
 
 

@@ -2,7 +2,9 @@
 
 A group is the episodes of one task rolled out under the same interface version and the
 same policy version. A_j = (r_j - mean) / (std + eps) within the group; a group whose
-rewards are all equal carries no signal (all A_j = 0) and is counted.
+rewards are all equal carries no signal (all A_j = 0) and is counted. r_j is the
+verifier's binary reward (the paper's), or with `weighting.reward = "progress"` the share
+of user turns passed.
 
 Trajectory mode (the paper): with p_j(z) the fraction of trajectory j's labelled turns
 that carry label z, w_j = clip(sum_z p_j(z) * rho(z), w_min, w_max) and A~_j = w_j * A_j
@@ -36,22 +38,28 @@ def _clip(value: float, config: WeightingConfig) -> float:
     return min(config.w_max, max(config.w_min, value))
 
 
-def group_advantages(episodes: list[Episode], eps: float = 1e-6) -> tuple[dict[str, float], int]:
+def episode_reward(episode: Episode, reward: str = "success") -> float:
+    """The reward advantages are computed from (`WeightingConfig.reward`): the verifier's
+    (success), or the share of user turns passed (progress; 1 on success)."""
+    return episode.progress if reward == "progress" else episode.reward
+
+
+def group_advantages(
+    episodes: list[Episode], eps: float = 1e-6, reward: str = "success"
+) -> tuple[dict[str, float], int]:
     """Group-relative advantage per episode id, and the number of zero-signal groups."""
     groups: dict[tuple[str, int, str], list[Episode]] = defaultdict(list)
     for episode in episodes:
         groups[(episode.task_id, episode.interface_version, episode.policy_version)].append(episode)
     advantages, flat = {}, 0
     for members in groups.values():
-        rewards = [e.reward for e in members]
+        rewards = [episode_reward(e, reward) for e in members]
         mean = statistics.fmean(rewards)
         std = statistics.pstdev(rewards)
         if std == 0.0:
             flat += 1
-        for episode in members:
-            advantages[episode.episode_id] = (
-                0.0 if std == 0.0 else (episode.reward - mean) / (std + eps)
-            )
+        for episode, value in zip(members, rewards, strict=True):
+            advantages[episode.episode_id] = 0.0 if std == 0.0 else (value - mean) / (std + eps)
     return advantages, flat
 
 
@@ -141,7 +149,7 @@ def weighted_advantages(
 ) -> WeightedAdvantages:
     """Advantages and weights of a batch (rho: the current dynamic rho, if any)."""
     episodes = [e for e, _ in pairs]
-    advantage, flat = group_advantages(episodes, config.eps)
+    advantage, flat = group_advantages(episodes, config.eps, config.reward)
     rho = dict(rho if rho is not None else config.rho)
     return WeightedAdvantages(
         advantage=advantage,

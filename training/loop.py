@@ -13,18 +13,20 @@ import random
 import shutil
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from seal_graph import evolution, registry
+from seal_graph.abstention import abstention_rates
 from seal_graph.diagnosis import label_statistics
 from seal_graph.errors import ServerError
 from seal_graph.evolution import Labelled
 from seal_graph.interface import BASE_INTERFACE, InterfaceVersion
-from seal_graph.runners.evaluation import outcomes, select_tasks
+from seal_graph.runners.evaluation import category, mixed_groups, outcomes, select_tasks
 from seal_graph.runners.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
-from seal_graph.training.advantages import key_statistics
+from seal_graph.training.advantages import episode_reward, key_statistics
 from seal_graph.training.console import console
 from seal_graph.training.replicas import ReplicasSwap
 from seal_graph.training.resources import LoopRun
@@ -104,14 +106,25 @@ def rollout(
         policy_version=f"step-{served_version}",
     )
     episodes = run.store.episodes(batch)
+    category_of = category_lookup(run)
     return {
         "episodes": len(episodes),
         "train_success": mean(e.success for e in episodes),
         "train_reward": mean(e.reward for e in episodes),
+        "mixed_groups": mixed_groups(
+            episodes, category_of, lambda e: episode_reward(e, run.config.weighting.reward)
+        ),
+        "abstention": abstention_rates(episodes, category_of),
         "rollout_failures": len(report.failures),
         "requests_in_flight": round(report.mean_in_flight, 2),
         "seconds": time.perf_counter() - began,
     }
+
+
+def category_lookup(run: LoopRun) -> Callable[[str], str]:
+    """A task id's category in the run's environment."""
+    env = registry.get_environment(run.config.env)
+    return lambda task_id: category(env.task(task_id))
 
 
 def diagnose(run: LoopRun, iteration: int) -> dict[str, Any]:
@@ -239,7 +252,7 @@ def _drop_superseded_merges(run: LoopRun) -> None:
 
 
 def warm_start(run: LoopRun) -> dict[str, Any]:
-    """Supervised steps on expert trajectories, then serve the result (if configured)."""
+    """Supervised epochs on expert trajectories, then serve the result (if configured)."""
     settings = run.config.warm_start
     began = time.perf_counter()
     env = registry.get_environment(run.config.env)
@@ -258,6 +271,9 @@ def warm_start(run: LoopRun) -> dict[str, Any]:
     swapped = swap(run, run.policy.version, probe=None)
     return {
         "episodes": int(metrics["episodes"]),
+        "epochs": settings.epochs,
+        "optimizer_steps": int(metrics["optimizer_steps"]),
+        "by_category": experts.by_category(),
         "dropped_references": {reason: len(ids) for reason, ids in experts.dropped.items()},
         "trained_tokens": int(metrics["trained_tokens"]),
         "tokens_per_second": metrics["tokens_per_second"],
@@ -284,6 +300,7 @@ def evaluate(
         greedy = greedy.model_copy(update={"concurrency": settings.concurrency})
     roll_out(run, batch, task_ids, greedy, mode="eval", policy_version=served)
     result = outcomes(run.store.episodes(batch))
+    result["abstention"] = abstention_rates(run.store.episodes(batch), category_lookup(run))
     if settings.samples and split is None:  # sampled success on the eval split only
         sampling = greedy.model_copy(
             update={"temperature": run.config.rollout.temperature, "group_size": settings.samples}

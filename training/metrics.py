@@ -36,10 +36,22 @@ class FailureAgentRollout(_Stage):
     mean_failure_progress: float = 0.0
 
 
+Rates = dict[str, dict[str, float | int | None]]
+"""`seal_graph.abstention.abstention_rates`: per category (and `all`), the call rate on
+turns that need a call, the no-call rate on abstention turns, the share of abstention
+replies naming what is missing, and their turn counts."""
+
+
 class RolloutMetrics(_Stage):
     episodes: int = 0
     train_success: float = Field(default=0.0, description="Success of the training batch.")
     train_reward: float = 0.0
+    mixed_groups: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per category (and `all`), the share of task groups whose rewards "
+        "differ: the groups GRPO learns from.",
+    )
+    abstention: Rates = Field(default_factory=dict, description="In the training batch.")
     rollout_failures: int = Field(default=0, description="Episodes lost to infrastructure.")
     requests_in_flight: float | None = Field(
         default=None, description="Mean model requests in flight (of rollout.concurrency)."
@@ -140,6 +152,7 @@ class SplitResult(_Stage):
     )
     sampled_ci: tuple[float, float] | None = None
     sampled_per_task: dict[str, float] = Field(default_factory=dict)
+    abstention: Rates = Field(default_factory=dict, description="Of the greedy episodes.")
 
 
 class EvaluateMetrics(SplitResult):

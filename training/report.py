@@ -190,6 +190,58 @@ def diagnosis_weight_section(history: list[IterationMetrics]) -> list[str]:
     return lines
 
 
+def abstention_section(warm: dict[str, Any], history: list[IterationMetrics]) -> list[str]:
+    """Which way the agent leans, per category: in the greedy evaluations (warm start and
+    the last), and per iteration in the training batch, with the share of groups GRPO
+    could learn from. Success hides this: 0% on miss_param may mean a call on every turn
+    or on none."""
+    evaluations = [("warm start", warm.get("eval_abstention") or {})]
+    evaluations += [
+        (f"after it {r.iteration}", r.evaluate.abstention)
+        for r in history
+        if r.evaluate is not None and r.evaluate.abstention
+    ]
+    if not any(rates for _, rates in evaluations) and not any(
+        r.rollout.abstention for r in history
+    ):
+        return []
+    lines = [
+        "",
+        "## Calls and abstentions",
+        "",
+        "Call rate: on turns that need a call, the share with one. No-call rate: on "
+        "abstention turns (the right response asks for what is missing or says no tool "
+        "can), the share with none. Names missing: of those turns' replies, the share that "
+        "name what is missing. Greedy evaluations:",
+        "",
+        "| evaluation | category | call rate | no-call rate | names missing | turns |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, rates in evaluations:
+        for category, row in rates.items():
+            lines.append(
+                f"| {name} | {category} | {_pct(row.get('call_rate'))} | "
+                f"{_pct(row.get('no_call_rate'))} | {_pct(row.get('names_missing_rate'))} | "
+                f"{row.get('call_turns', 0)} + {row.get('abstention_turns', 0)} |"
+            )
+    lines += [
+        "",
+        "Training batches (sampled), with the share of task groups whose rewards differ "
+        "(the only ones GRPO learns from):",
+        "",
+        "| it | category | call rate | no-call rate | names missing | mixed groups |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in history:
+        for category, row in r.rollout.abstention.items():
+            lines.append(
+                f"| {r.iteration} | {category} | {_pct(row.get('call_rate'))} | "
+                f"{_pct(row.get('no_call_rate'))} | {_pct(row.get('names_missing_rate'))} | "
+                f"{_pct(r.rollout.mixed_groups.get(category))} |"
+            )
+    return lines
+
+
 def hard_negative_section(history: list[IterationMetrics]) -> list[str]:
     """Per iteration: how close the negatives came to success, and the DPO rounds."""
     lines = [
@@ -287,8 +339,8 @@ def write_report(
         f"**{_pct(baseline.get('success'))} before training"
         + (
             f" -> {_pct(warm.get('eval_success'))} after the warm start "
-            f"({config.warm_start.steps} SFT steps of {config.warm_start.batch_size} from "
-            f"{warm.get('episodes')} expert sequences, "
+            f"({config.warm_start.epochs} SFT epochs over {warm.get('episodes')} expert "
+            f"sequences, {warm.get('optimizer_steps')} steps of {config.warm_start.batch_size}, "
             f"{warm.get('tokens_per_second', 0):.0f} trained tokens/s)"
             if warm
             else ""
@@ -335,6 +387,7 @@ def write_report(
             + " | ".join(f"{r.stage_seconds(s):.1f}" for s in STAGES)
             + " |"
         )
+    lines += abstention_section(warm, history)
     lines += run.algorithm.report_sections(history)
     lines += ["", "## What the interface became", ""]
     if interface.adaptations:

@@ -7,7 +7,7 @@ They live apart from the modules that use them (`grpo.py`, `dpo.py`, `sft.py`,
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -49,6 +49,14 @@ class WeightingConfig(_Settings):
         default=32, ge=1, description="Label count at which dynamic rho moves at full strength."
     )
     eps: float = Field(default=1e-6, gt=0, description="Added to the group std.")
+    reward: Literal["success", "progress"] = Field(
+        default="success",
+        description="What a group's advantages are computed from. success = the paper's "
+        "binary verifier reward. progress (beyond the paper) = the share of the task's "
+        "user turns the verifier passed (1 on success): an abstention turn handled right "
+        "earns credit even when a later turn fails. The paper saw partial credit pull "
+        "GRPO towards always abstaining; choose it on `val` only.",
+    )
 
     @model_validator(mode="after")
     def _clip_range(self) -> WeightingConfig:
@@ -139,18 +147,40 @@ class LoraSettings(_Settings):
 
 
 class WarmStartSettings(_Settings):
-    """A short supervised warm start on reference trajectories (0 steps = none)."""
+    """A supervised warm start on reference trajectories, in whole epochs (0 = none)."""
 
-    steps: int = Field(default=0, ge=0, description="SFT optimiser steps (0 = no warm start).")
+    epochs: int = Field(
+        default=0,
+        ge=0,
+        description="Passes over every expert sequence, each in a fresh random order "
+        "(0 = no warm start).",
+    )
     batch_size: int = Field(default=4, ge=1, description="Examples per SFT step.")
     learning_rate: float = Field(default=2e-4, gt=0, description="SFT learning rate.")
     split: str = Field(default="train", description="Split whose reference solutions teach.")
-    tasks: int | None = Field(default=None, ge=1, description="Tasks to draw examples from.")
+    tasks_per_category: int | None = Field(
+        default=None,
+        ge=1,
+        description="A smaller reference set: this many tasks of each category "
+        "(`metadata['category']`); None = every task of the split.",
+    )
     precision: Precision = Field(
         default="auto",
         description="auto = bf16 autocast where the hardware has bf16 "
         "kernels (1.8x faster measured on this CPU), else fp32.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """A config written for the step-counted warm start says what replaced it."""
+        if isinstance(data, dict) and {"steps", "tasks"} & set(data):
+            raise ValueError(
+                "warm_start.steps and warm_start.tasks were replaced: the warm start trains "
+                "whole epochs over every expert sequence. Use warm_start.epochs (passes) "
+                "and warm_start.tasks_per_category (a smaller, stratified reference set)."
+            )
+        return data
 
 
 class DPOSettings(_Settings):

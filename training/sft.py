@@ -8,11 +8,15 @@ turn (`Task.reference_replies`: an answer, or what an abstaining turn says; else
 the warm start says how many were and why.
 Each replayed episode is one training sequence (`rendered_trajectory`): the loss falls
 on the assistant messages only, and the shared system prompt and history are forwarded
-once per episode instead of once per agent step. Micro-batches group episodes of
-similar length, and each episode is forwarded alone, cut to its own tokens, with the LM
-head from its first agent token on (`EpisodeSFTTrainer`). The bundled 135M model never calls
-a tool on its own, so a short warm start is what gives RL a non-zero reward to work
-with.
+once per episode instead of once per agent step. Each episode is forwarded alone, cut to
+its own tokens, with the LM head from its first agent token on (`EpisodeSFTTrainer`).
+
+The warm start trains whole epochs: every expert sequence once per epoch, in a fresh
+random order each epoch. (It used to sample by length for a fixed number of steps,
+which always took the longest sequences of a random block: the short `miss_func`
+sequence holding the abstention was never trained, and the agent never learned to call
+nothing.) `WarmStartSettings.tasks_per_category` takes a smaller reference set, the same
+number of tasks from each category, where a full epoch is too slow.
 """
 
 from __future__ import annotations
@@ -76,22 +80,36 @@ async def expert_episode(env: Environment, task: Task) -> Episode | None:
 
 def expert_sequences(
     tokenizer: Any, messages: list[dict[str, Any]], tools: list[list[dict[str, Any]]]
-) -> list[TokenTrajectory]:
-    """An expert episode as training sequences: one while the offered tools stay the
-    same, so every agent message is trained in the prompt the agent sees at its turn
-    (a held-out tool changes the prompt from its turn on). A sequence holds the whole
-    history before it as context and trains only its own turns' agent messages."""
+) -> list[tuple[TokenTrajectory, range]]:
+    """An expert episode as training sequences, each with the user turns it trains: one
+    while the offered tools stay the same, so every agent message is trained in the
+    prompt the agent sees at its turn (a held-out tool changes the prompt from its turn
+    on). A sequence holds the whole history before it as context and trains only its own
+    turns' agent messages."""
     user_at = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    sequences, start = [], 0
+    sequences: list[tuple[TokenTrajectory, range]] = []
+    start = 0
     for turn in range(len(user_at)):
         last = turn == len(user_at) - 1
         if not last and tools[turn + 1] == tools[turn]:
             continue
         end = len(messages) if last else user_at[turn + 1]
         first = next(i for i in range(user_at[start], end) if messages[i]["role"] == "assistant")
-        sequences.append(rendered_trajectory(tokenizer, messages[:end], tools[turn], first))
+        trajectory = rendered_trajectory(tokenizer, messages[:end], tools[turn], first)
+        sequences.append((trajectory, range(start, turn + 1)))
         start = turn + 1
     return sequences
+
+
+class ExpertSource(BaseModel):
+    """Where one expert sequence comes from, and what it teaches."""
+
+    task_id: str
+    category: str = Field(description="The task's `metadata['category']`, else `all`.")
+    turns: int = Field(description="User turns whose agent messages it trains.")
+    abstention_turns: int = Field(
+        description="Of them, turns whose reference calls nothing (ask, or say no tool can)."
+    )
 
 
 class ExpertSet(BaseModel):
@@ -99,14 +117,29 @@ class ExpertSet(BaseModel):
 
     tasks: int = Field(description="Tasks whose references were replayed.")
     trajectories: list[TokenTrajectory] = Field(default_factory=list)
+    sources: list[ExpertSource] = Field(
+        default_factory=list, description="Per sequence (same order), where it comes from."
+    )
     dropped: dict[str, list[str]] = Field(
         default_factory=dict, description="Reason -> ids of the tasks dropped for it."
     )
+
+    def by_category(self) -> dict[str, dict[str, int]]:
+        """Per category: sequences, and abstention turns they train (per epoch)."""
+        counts: dict[str, dict[str, int]] = {}
+        for source in self.sources:
+            row = counts.setdefault(source.category, {"sequences": 0, "abstention_turns": 0})
+            row["sequences"] += 1
+            row["abstention_turns"] += source.abstention_turns
+        return dict(sorted(counts.items()))
 
     def summary(self) -> str:
         """One line: how many tasks taught, how many were dropped and why."""
         kept = self.tasks - sum(len(ids) for ids in self.dropped.values())
         line = f"{kept} of {self.tasks} references replayed ({len(self.trajectories)} sequences)"
+        abstentions = sum(source.abstention_turns for source in self.sources)
+        if abstentions:
+            line += f", {abstentions} abstention turns"
         for reason, ids in self.dropped.items():
             shown = ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
             line += f"; dropped {len(ids)}: {reason} ({shown})"
@@ -121,7 +154,19 @@ async def expert_trajectories(env: Environment, tasks: list[Task], tokenizer: An
         if episode is None:
             experts.dropped.setdefault(reason or "?", []).append(task.id)
             continue
-        experts.trajectories += expert_sequences(tokenizer, episode.messages, turn_tools(env, task))
+        category = str(task.metadata.get("category", "all"))
+        for trajectory, turns in expert_sequences(
+            tokenizer, episode.messages, turn_tools(env, task)
+        ):
+            experts.trajectories.append(trajectory)
+            experts.sources.append(
+                ExpertSource(
+                    task_id=task.id,
+                    category=category,
+                    turns=len(turns),
+                    abstention_turns=sum(not (task.reference or [])[t] for t in turns),
+                )
+            )
     return experts
 
 
@@ -173,15 +218,30 @@ class EpisodeSFTTrainer(SFTTrainer):
         return total / torch.as_tensor(count).clamp(min=1)
 
 
+def reference_tasks(tasks: list[Task], per_category: int | None, seed: int) -> list[Task]:
+    """The warm start's tasks: all of them, or `per_category` drawn from each category
+    (`metadata['category']`; tasks without one form one category), in split order."""
+    if per_category is None:
+        return tasks
+    by_category: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_category.setdefault(str(task.metadata.get("category", "all")), []).append(task)
+    rng = random.Random(seed)
+    chosen = {
+        task.id
+        for group in by_category.values()
+        for task in rng.sample(group, min(per_category, len(group)))
+    }
+    return [task for task in tasks if task.id in chosen]
+
+
 def expert_dataset(
     env: Environment, settings: WarmStartSettings, tokenizer: Any, seed: int = 0
 ) -> tuple[Dataset, ExpertSet]:
     """The warm start's rows: `input_ids` of a whole expert episode and `completion_mask`
     on its assistant tokens (TRL's pre-tokenized format with `completion_only_loss`),
     and the expert set they came from (what was dropped and why)."""
-    tasks = env.tasks(settings.split)
-    if settings.tasks:
-        tasks = random.Random(seed).sample(tasks, min(settings.tasks, len(tasks)))
+    tasks = reference_tasks(env.tasks(settings.split), settings.tasks_per_category, seed)
     experts = asyncio.run(expert_trajectories(env, tasks, tokenizer))
     rows = [
         {"input_ids": t.token_ids, "completion_mask": t.agent_mask} for t in experts.trajectories
@@ -190,27 +250,39 @@ def expert_dataset(
 
 
 def warm_start(
-    model: Any, tokenizer: Any, dataset: Dataset, settings: WarmStartSettings, output_dir: Path
+    model: Any,
+    tokenizer: Any,
+    dataset: Dataset,
+    settings: WarmStartSettings,
+    output_dir: Path,
+    callbacks: list[Any] | None = None,
 ) -> dict[str, float]:
-    """`settings.steps` SFT steps on the expert episodes; returns the trainer's metrics,
-    with the useful (non-padding) tokens trained on and their rate."""
+    """`settings.epochs` whole passes over the expert sequences, each in a fresh random
+    order (every sequence trained once per epoch); returns the trainer's metrics, with
+    the sequences and tokens trained on and their rate. `callbacks`: TRL/transformers
+    trainer callbacks."""
     began = time.perf_counter()
+    steps_per_epoch = -(-len(dataset) // settings.batch_size)
     args = SFTConfig(
         output_dir=str(output_dir),
-        max_steps=settings.steps,
+        num_train_epochs=settings.epochs,
         per_device_train_batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
         lr_scheduler_type="constant",
-        logging_steps=max(1, settings.steps // 8),
+        logging_steps=max(1, steps_per_epoch * settings.epochs // 8),
         report_to="none",
         save_strategy="no",
         **trainer_compute_args(settings.precision),
         completion_only_loss=True,
-        train_sampling_strategy="group_by_length",
+        train_sampling_strategy="random",  # whole epochs: no sequence left out
         seed=0,
     )
     trainer = EpisodeSFTTrainer(
-        model=model, args=args, train_dataset=dataset, processing_class=tokenizer
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=callbacks,  # e.g. a benchmark keeping each epoch's adapter
     )
     show_steps(trainer, "warm start")
     result = trainer.train()
@@ -220,6 +292,8 @@ def warm_start(
     seconds = time.perf_counter() - began
     metrics.update(
         episodes=float(len(dataset)),
+        trained_sequences=float(len(dataset) * settings.epochs),
+        optimizer_steps=float(trainer.state.global_step),
         trained_tokens=float(tokens),
         tokens_per_second=tokens / metrics.get("train_runtime", seconds),
         seconds=seconds,

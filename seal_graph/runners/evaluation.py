@@ -7,6 +7,7 @@ import json
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from itertools import chain, zip_longest
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from pydantic import BaseModel, Field
 from rich.table import Table
 
 from seal_graph import registry
+from seal_graph.abstention import abstention_rates
 from seal_graph.environment import Environment, Task
 from seal_graph.records import Episode
 from seal_graph.runners.rollouts import RolloutBatchReport, run_rollouts
@@ -41,9 +43,15 @@ class EvalSummary(BaseModel):
         description="With samples: the same table for sampled episodes (a task's success "
         "is the share of its samples that succeed), `all` included.",
     )
+    abstention: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Greedy, per category: which way the agent leans "
+        "(`seal_graph.abstention`: call rate on turns that need a call, no-call rate on "
+        "abstention turns, replies naming what is missing).",
+    )
     samples: int = Field(default=0, description="Sampled episodes per task (0 = none).")
     temperature: float | None = Field(default=None, description="Temperature of the samples.")
-    episodes: int
+    episodes: int = Field(description="Every episode run: greedy and sampled.")
     wall_seconds: float
     rollouts_per_second: float
     model_wait_share: float
@@ -110,15 +118,41 @@ def outcomes(episodes: list[Episode]) -> dict[str, Any]:
     }
 
 
+def mixed_groups(
+    episodes: list[Episode],
+    category_of: Callable[[str], str],
+    reward_of: Callable[[Episode], float] = lambda episode: episode.reward,
+) -> dict[str, float]:
+    """Per category and over all (`all`), the share of tasks whose episodes got different
+    rewards (`reward_of`): the only GRPO groups with a gradient."""
+    rewards: dict[str, set[float]] = defaultdict(set)
+    for episode in episodes:
+        rewards[episode.task_id].add(reward_of(episode))
+    mixed: dict[str, list[bool]] = defaultdict(list)
+    for task_id, values in rewards.items():
+        for name in (category_of(task_id), "all"):
+            mixed[name].append(len(values) > 1)
+    return {name: statistics.fmean(flags) for name, flags in sorted(mixed.items())}
+
+
 def _cell(accuracy: float, ci: Any, detail: str = "") -> str:
     interval = f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""
     return f"{accuracy:.2f}%{interval}{detail}"
 
 
+def _leans(rates: dict[str, Any]) -> str:
+    def pct(key: str) -> str:
+        return "—" if rates.get(key) is None else f"{100 * rates[key]:.0f}%"
+
+    return f"{pct('call_rate')} / {pct('no_call_rate')}"
+
+
 def render_table(summary: EvalSummary) -> Table:
     """BFCL's table: overall accuracy first, then one column per category the
     environment's tasks declare (`Task.metadata["category"]`), each with its 95% interval
-    over tasks; a row for greedy decoding and, with samples, one for sampled episodes."""
+    over tasks; a row for greedy decoding, one for which way it leans (the call rate on
+    turns that need a call / the no-call rate on abstention turns) and, with samples,
+    one for sampled episodes."""
     table = Table(title=f"{summary.env} / {summary.split} — {summary.model}")
     table.add_column("")
     table.add_column("Overall Acc [95% interval]", justify="right")
@@ -133,6 +167,12 @@ def render_table(summary: EvalSummary) -> Table:
             for c in summary.per_category.values()
         ),
     )
+    if summary.abstention:
+        table.add_row(
+            "calls / no-calls",
+            _leans(summary.abstention.get("all", {})),
+            *(_leans(summary.abstention.get(name, {})) for name in summary.per_category),
+        )
     if summary.sampled:
         overall = summary.sampled["all"]
         table.add_row(
@@ -180,7 +220,7 @@ async def evaluate(
         keep_episodes=False,  # read back from the store below
     )
     episodes = store.episodes(run_id)  # includes episodes of an earlier, interrupted run
-    sampled = None
+    sampled, sampled_count = None, 0
     if samples:
         sampling = (settings or RolloutSettings()).model_copy(
             update={"group_size": samples, "stop_at_failed_turn": True}
@@ -196,7 +236,9 @@ async def evaluate(
             keep_episodes=False,
         )
         report.wall_seconds += sampled_report.wall_seconds
-        sampled, together = summarize(store.episodes(f"{run_id}-sampled"), tasks)
+        sampled_episodes = store.episodes(f"{run_id}-sampled")
+        sampled_count = len(sampled_episodes)
+        sampled, together = summarize(sampled_episodes, tasks)
         sampled["all"] = together
     store.close()
     per_category, overall = summarize(episodes, tasks)
@@ -208,10 +250,11 @@ async def evaluate(
         per_category=per_category,
         overall=overall["accuracy"],
         overall_ci=overall["ci"],
+        abstention=abstention_rates(episodes, {t.id: category(t) for t in tasks}.__getitem__),
         sampled=sampled,
         samples=samples,
         temperature=(settings or RolloutSettings()).temperature if samples else None,
-        episodes=len(episodes),
+        episodes=len(episodes) + sampled_count,
         wall_seconds=report.wall_seconds,
         rollouts_per_second=len(report.finished) / max(report.wall_seconds, 1e-9),
         model_wait_share=report.model_seconds / busy if busy else 0.0,

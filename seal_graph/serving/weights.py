@@ -46,7 +46,10 @@ class ServerWeights:
         return response
 
     def load(self, method: SwapMethod, weights: Path) -> None:
-        """Make the server answer with `weights` (see the module docstring)."""
+        """Make the server answer with `weights` (see the module docstring). The path goes
+        absolute: the server resolves nothing against its own working directory and
+        loads only from its weight roots (`seal_graph.serving.guards`)."""
+        weights = Path(weights).resolve()
         if method == "lora":
             self.post(
                 "/v1/load_lora_adapter",
