@@ -15,9 +15,9 @@ fi
 python -m pip install --quiet --upgrade pip
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  extras="serve-gpu,train"
+  extras="serve-gpu,train,examples"
 else
-  extras="cpu"
+  extras="cpu,examples"
 fi
 [ "${1:-}" = "--test" ] && extras="${extras},test"
 

@@ -301,6 +301,13 @@ def train(
         str | None, typer.Option(help="seal | vanilla-grpo | eto | coevolve-dpo.")
     ] = None,
     model: ModelOpt = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Train your own agent: 'module:factory', a factory of (chat model, tools) "
+            "-> a LangGraph graph over messages (e.g. one that calls create_agent)."
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
     base_url: Annotated[
@@ -330,10 +337,18 @@ def train(
             if config is None and preset is None:
                 preset = "cpu"
             overrides = parse_assignments(assignments or [])
-            named = {"env": env, "iterations": iterations, "algo": algo, "model": model}
+            named = {
+                "env": env,
+                "iterations": iterations,
+                "algo": algo,
+                "model": model,
+                "agent": agent,
+            }
             overrides.update({k: v for k, v in named.items() if v is not None})
             settings = load_config(config, preset, **overrides)
             registry.get_environment(settings.env)  # fail fast on a bad name
+            if settings.agent:
+                registry.agent_factory(settings.agent)
         output = run_training(settings, out=out, resume=resume, base_url=base_url, api_key=api_key)
         history = output.get("history", [])
         console.print(

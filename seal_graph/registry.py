@@ -13,6 +13,7 @@ import os
 import sys
 import weakref
 from functools import cache
+from typing import Any
 
 import httpx
 
@@ -51,6 +52,23 @@ def get_environment(name: str) -> Environment:
     return env
 
 
+def import_object(spec: str, what: str) -> Any:
+    """The object `package.module:name` names (importable from the current directory too:
+    `myenv:make_env` from the folder it lives in)."""
+    if ":" not in spec:
+        raise ConfigError(f"{what} {spec!r}: name it as 'package.module:name'")
+    module_name, name = spec.split(":", 1)
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{what} {spec!r}: cannot import {module_name} ({exc})") from exc
+    if not hasattr(module, name):
+        raise ConfigError(f"{what} {spec!r}: {module_name} has no {name}")
+    return getattr(module, name)
+
+
 @cache
 def _load_environment(name: str) -> Environment:
     target = BUILTIN_ENVIRONMENTS.get(name, name)
@@ -59,16 +77,16 @@ def _load_environment(name: str) -> Environment:
             f"unknown environment {name!r}. Built in: {', '.join(BUILTIN_ENVIRONMENTS)}; "
             "or name your own as 'package.module:factory'."
         )
-    module_name, factory = target.split(":", 1)
-    if os.getcwd() not in sys.path:  # `myenv:make_env` from the folder it lives in
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"environment {name!r}: cannot import {module_name} ({exc})") from exc
-    if not hasattr(module, factory):
-        raise ConfigError(f"environment {name!r}: {module_name} has no {factory}()")
-    return getattr(module, factory)()
+    return import_object(target, "environment")()
+
+
+def agent_factory(spec: str) -> Any:
+    """The user's agent factory named `package.module:factory` (`train --agent`): called
+    with (chat model, tools), it returns the agent (`seal_graph.runners.own_agent`)."""
+    factory = import_object(spec, "agent")
+    if not callable(factory):
+        raise ConfigError(f"agent {spec!r} is not callable: name a factory of (model, tools)")
+    return factory
 
 
 def resolve_environment(env: str | Environment) -> Environment:

@@ -142,3 +142,84 @@ def assert_no_secret(run_dir, key: str) -> None:
     assert files
     leaked = [p for p in files if key.encode() in p.read_bytes()]
     assert leaked == []
+
+
+PAPER_TAGS = {
+    "pass", "correct_abstention", "spurious_tool_call", "empty_turn_model_response",
+    "instance_mismatch", "state_mismatch", "response_mismatch",
+}  # fmt: skip
+
+
+def test_a_planner_stategraph_trains_through_the_loop_with_the_evolved_interface(
+    lora_server: ModelServer, tmp_path, tokenizer
+) -> None:
+    """`examples/own_agents.py`'s planner StateGraph as the rollout, on kv-calc: its
+    episodes carry served token ids and the paper's per-turn tags, the evolved interface
+    reaches the prompt the graph sent, and the loop's step and verified swap run on them."""
+    from seal_graph.interface import Adaptation, InterfaceVersion
+
+    config = load_config(
+        None,
+        "cpu",
+        env="kv-calc",
+        agent="examples.own_agents:planner_agent",
+        swap="lora",
+        iterations=1,
+        rollout={"tasks_per_iteration": 2, "group_size": 2, "max_tokens": 32, "step_limit": 2},
+        warm_start={"epochs": 0},
+    )
+    guideline = "If a number you need is missing, ask for it and call nothing."
+    interface = InterfaceVersion(
+        version=1,
+        adaptations=[
+            Adaptation(since_version=1, kind="guideline", key="spurious_tool_call", text=guideline),
+            Adaptation(since_version=1, kind="schema", key="schema", text="Give [required] ones."),
+        ],
+    )
+    endpoint = lora_server.endpoint.model_copy(update={"model": "seal-agent"})
+    run = open_run(
+        tmp_path, "own", config, endpoint, lora_server.model_dir, server_dtype=lora_server.dtype
+    )
+    try:
+        assert loop.sync_server(run, 0)["ok"]
+        rolled = loop.rollout(run, 0, interface, served_version=0)
+        assert rolled["episodes"] == 4 and rolled["abstention"]["all"]["call_turns"] > 0
+        episodes = run.store.episodes(loop.batch_run_id(run, 0))
+        first = episodes[0].llm_calls[0]
+        assert first.completion_token_ids and first.served_version == "step-0"
+        prompt = tokenizer.decode(first.prompt_token_ids)
+        assert guideline in prompt and "[required]" in prompt  # phi_cap and phi_schema
+        loop.diagnose(run, 0)
+        batch = loop.labelled_batch(run, 0)
+        tags = {d.tag or d.label for _, ds in batch for d in ds}
+        assert tags and tags <= PAPER_TAGS | {"invalid_tool_call", "missing_tool_call"}
+        result = run.algorithm.train(run, 0, batch, run.algorithm.initial_state())
+        if result.metrics["stepped"]:
+            assert loop.swap(run, run.policy.version, result.probe)["ok"]
+    finally:
+        run.close()
+
+
+def test_seal_graph_train_agent_runs_a_create_agent_graph_to_its_report(
+    lora_server: ModelServer, tmp_path
+) -> None:
+    """The README's `seal-graph train --agent` on `examples/own_agents.py`'s
+    `create_agent` graph, attached to a running server: one iteration, the report."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "seal_graph", "train", "--env", "kv-calc",
+        "--agent", "examples.own_agents:react_agent", "--iterations", "1",
+        "--base-url", lora_server.endpoint.base_url, "--api-key", lora_server.endpoint.api_key,
+        "--out", str(out), "--set", "swap=lora", "--set", "warm_start.epochs=0",
+        "--set", "rollout.tasks_per_iteration=2", "--set", "rollout.group_size=2",
+        "--set", "rollout.max_tokens=32", "--set", "eval.limit=4", "--set", "eval.baseline=false",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (iteration,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert iteration["rollout"]["episodes"] == 4 and iteration["swap"]["ok"]
+    assert "examples.own_agents:react_agent" in (out / "report.md").read_text()

@@ -82,6 +82,7 @@ class LangChainToolEnv(Environment):
         recovery_hints: dict[str, tuple[str, str]] | None = None,
         argument_match: ArgumentMatch = "normalised",
         check_turn: TurnCheck | None = None,
+        is_error: Callable[[str], bool] | None = None,
     ) -> None:
         if not tasks:
             raise ConfigError(f"environment {name!r} needs at least one split of tasks")
@@ -96,6 +97,12 @@ class LangChainToolEnv(Environment):
         self.recovery_hints = dict(recovery_hints or {})
         self.argument_match = argument_match
         self.check_turn = check_turn
+        self._is_error = is_error
+
+    def tool_output_is_error(self, output: str) -> bool:
+        if self._is_error is not None:
+            return self._is_error(output)
+        return super().tool_output_is_error(output)
 
     def build_tools(self, state: Any) -> list[BaseTool]:
         tools = list(self._tools(state) if callable(self._tools) else self._tools)
@@ -132,6 +139,7 @@ def from_langchain_tools(
     recovery_hints: dict[str, tuple[str, str]] | None = None,
     argument_match: ArgumentMatch = "normalised",
     check_turn: TurnCheck | None = None,
+    is_error: Callable[[str], bool] | None = None,
 ) -> LangChainToolEnv:
     """Compose LangChain tools, tasks and a verifier into a training environment.
 
@@ -149,6 +157,11 @@ def from_langchain_tools(
     `check_turn(task, state, turn, events) -> bool` (after `on_turn_end`) says whether a
     just-finished turn passed, so evaluation can stop an episode at its first failed turn
     (its success is already decided); without it every episode runs all its turns.
+    `is_error(output) -> bool` says whether a tool's returned text reports a failure,
+    for toolkits that report errors their own way (langchain-community's
+    `RequestsToolkit` returns a 404's body, or `repr(exception)`, as plain text); such a
+    call is recorded as a tool error, so diagnosis and recovery hints see it. Default:
+    LangChain's convention, text starting with `Error:`.
     """
     split_map = tasks if isinstance(tasks, dict) else {"train": list(tasks)}
     return LangChainToolEnv(
@@ -163,4 +176,5 @@ def from_langchain_tools(
         recovery_hints,
         argument_match,
         check_turn,
+        is_error,
     )

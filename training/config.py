@@ -122,6 +122,13 @@ class TrainConfig(BaseModel):
         "name.",
     )
     model: str | None = Field(default=None, description="Checkpoint dir; None = bundled.")
+    agent: str | None = Field(
+        default=None,
+        description="Your own agent as 'package.module:factory' (a factory of (chat model, "
+        "tools) -> a LangGraph graph or runnable over messages, e.g. "
+        "`langchain.agents:create_agent`): every rollout and evaluation runs it instead "
+        "of the built-in rollout graph (`seal_graph.runners.own_agent`). None = built in.",
+    )
     algo: Algo = Field(
         default="seal",
         description="seal / vanilla-grpo: GRPO; eto / coevolve-dpo: DPO on hard negatives "

@@ -88,6 +88,7 @@ def roll_out(
             policy_version=policy_version,
             checkpoint_path=run.run_dir / "rollouts.checkpoints.sqlite",
             keep_episodes=False,
+            agent=registry.agent_factory(run.config.agent) if run.config.agent else None,
         )
     )
 

@@ -26,6 +26,7 @@ from seal_graph.errors import ServerError
 from seal_graph.graphs.rollout import RolloutContext, builder
 from seal_graph.interface import InterfaceVersion
 from seal_graph.records import Episode
+from seal_graph.runners.own_agent import AgentFactory, run_agent_episode
 from seal_graph.serving import ModelEndpoint
 from seal_graph.sessions import SessionPool
 from seal_graph.settings import RolloutSettings
@@ -101,6 +102,7 @@ async def run_rollouts(
     checkpoint_path: Path | None = None,
     show_progress: bool = True,
     keep_episodes: bool = True,
+    agent: AgentFactory | None = None,
 ) -> RolloutBatchReport:
     """Roll out `settings.group_size` episodes of every task (a GRPO group each),
     `settings.concurrency` at once, sampled as `settings` says.
@@ -109,6 +111,9 @@ async def run_rollouts(
     endpoints serving the same policy (each task, hence each GRPO group, is pinned to one
     of them, so its shared prompt prefix stays in that server's cache), or any LangChain
     chat model.
+
+    `agent`: the user's own agent (`seal_graph.runners.own_agent`) instead of the built-in
+    rollout graph; an episode cut by a kill starts over (finished ones are kept).
 
     Infrastructure failures (the model server unreachable after retries) fail an episode;
     more than `max_exceptions` of them abort the batch, keeping everything stored so far.
@@ -159,26 +164,42 @@ async def run_rollouts(
             disable=not show_progress,
         )
 
+        async def episode_of(task_id: str, sample: int, thread: str) -> Episode:
+            context = contexts[servers[task_id]]
+            episode_id = episode_id_for(run_id, task_id, sample)
+            if agent is not None:
+                return await run_agent_episode(
+                    agent,
+                    environment,
+                    await asyncio.to_thread(environment.task, task_id),
+                    context.chat_model,
+                    settings=settings,
+                    run_id=run_id,
+                    episode_id=episode_id,
+                    sample_index=sample,
+                    interface=interface,
+                    mode=mode,
+                    policy_version=policy_version,
+                    endpoint=context.base_url,
+                )
+            config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
+            snapshot = await graph.aget_state(config)
+            payload = (
+                None
+                if snapshot.next
+                else {"task_id": task_id, "sample_index": sample, "episode_id": episode_id}
+            )
+            result = await graph.ainvoke(payload, config, context=context)
+            return Episode.model_validate(result["episode"])
+
         async def one(task_id: str, sample: int, bar: int) -> None:
             thread = f"{run_id}/{task_id}/{sample}"
-            config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
             async with limiter:
                 try:
-                    snapshot = await graph.aget_state(config)
-                    payload = (
-                        None
-                        if snapshot.next
-                        else {
-                            "task_id": task_id,
-                            "sample_index": sample,
-                            "episode_id": episode_id_for(run_id, task_id, sample),
-                        }
-                    )
-                    context = contexts[servers[task_id]]
-                    result = await graph.ainvoke(payload, config, context=context)
-                    episode = Episode.model_validate(result["episode"])
+                    episode = await episode_of(task_id, sample, thread)
                     store.write_episode(episode)
-                    await saver.adelete_thread(thread)
+                    if agent is None:  # the rollout graph's checkpoints, now done with
+                        await saver.adelete_thread(thread)
                     report.finished.append(
                         EpisodeSummary(
                             episode.task_id,
