@@ -308,6 +308,16 @@ def train(
             "-> a LangGraph graph over messages (e.g. one that calls create_agent)."
         ),
     ] = None,
+    from_run: Annotated[
+        str | None,
+        typer.Option(
+            help="Train one step on this stored run's episodes (with --store) instead of "
+            "rolling out, then swap and verify."
+        ),
+    ] = None,
+    store: Annotated[
+        Path | None, typer.Option(help="The trace store (SQLite) that holds --from-run.")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
     base_url: Annotated[
@@ -345,6 +355,11 @@ def train(
                 "agent": agent,
             }
             overrides.update({k: v for k, v in named.items() if v is not None})
+            if (from_run is None) != (store is None):
+                raise ConfigError("--from-run RUN and --store traces.sqlite go together")
+            if from_run is not None:  # one step on what is stored: no warm start first
+                overrides |= {"from_run": {"run": from_run, "store": store}, "iterations": 1}
+                overrides.setdefault("warm_start", {"epochs": 0})
             settings = load_config(config, preset, **overrides)
             registry.get_environment(settings.env)  # fail fast on a bad name
             if settings.agent:

@@ -141,3 +141,28 @@ def test_the_fastest_server_dtype_follows_the_hardware(monkeypatch) -> None:
     assert launch.serving_dtype(no_lora, "cpu") == "float32"
     assert launch.serving_dtype(ServerSettings(), "gpu") == "auto"
     assert launch.serving_dtype(ServerSettings(dtype="float32"), "cpu") == "float32"
+
+
+def test_training_from_a_stored_run_without_token_ids_is_refused(tmp_path) -> None:
+    """Episodes recorded without the served token ids cannot be trained on exactly; the
+    refusal comes before any server starts, and says what to do."""
+    from seal_graph.records import Episode, LLMCall
+    from seal_graph.store import TraceStore
+
+    store = TraceStore(tmp_path / "traces.sqlite")
+    store.ensure_run("theirs", "kv-calc")
+    call = LLMCall(turn=0, step=0, prompt_message_count=1, tool_names=[], completion="Hi")
+    store.write_episode(
+        Episode(
+            episode_id="e1", run_id="theirs", env="kv-calc", task_id="kv_train_0",
+            sample_index=0, messages=[], llm_calls=[call],
+        )
+    )  # fmt: skip
+    store.close()
+    store_path = str(tmp_path / "traces.sqlite")
+    refused = run_cli("train", "--from-run", "theirs", "--store", store_path, "--out", "x")
+    assert_clean_failure(refused, "have no served token ids", "return_token_ids=True")
+    missing = run_cli("train", "--from-run", "mine", "--store", store_path)
+    assert_clean_failure(missing, "run 'mine' has no episodes", "its runs: theirs")
+    alone = run_cli("train", "--from-run", "theirs")
+    assert_clean_failure(alone, "--from-run RUN and --store traces.sqlite go together")

@@ -223,3 +223,50 @@ def test_seal_graph_train_agent_runs_a_create_agent_graph_to_its_report(
     (iteration,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert iteration["rollout"]["episodes"] == 4 and iteration["swap"]["ok"]
     assert "examples.own_agents:react_agent" in (out / "report.md").read_text()
+
+
+def test_one_step_from_a_stored_run_then_the_verified_swap(
+    lora_server: ModelServer, tmp_path
+) -> None:
+    """Episodes someone already has (here: rolled out against the server beforehand, with
+    token ids), trained on by `from_run`: one GRPO step on them, then the verified swap."""
+    import asyncio
+    import json
+
+    from seal_graph.runners.rollouts import run_rollouts
+    from seal_graph.settings import RolloutSettings
+    from seal_graph.store import TraceStore
+    from seal_graph.training.run import run_training
+
+    env = yes_no_env()
+    theirs = TraceStore(tmp_path / "theirs.sqlite")
+    settings = RolloutSettings(group_size=4, temperature=1.0, max_tokens=16)
+    asyncio.run(
+        run_rollouts(
+            env, lora_server.endpoint, [f"yn_{i}" for i in range(4)], store=theirs,
+            run_id="recorded", settings=settings, show_progress=False,
+        )
+    )  # fmt: skip
+    theirs.close()
+    config = load_config(
+        None,
+        "cpu",
+        env=env,
+        swap="lora",
+        iterations=1,
+        from_run={"store": tmp_path / "theirs.sqlite", "run": "recorded"},
+        warm_start={"epochs": 0},
+        optim={"learning_rate": 1e-3, "micro_batch": 4},
+        eval={"limit": 4, "max_tokens": 16, "baseline": False},
+    )
+    out = tmp_path / "run"
+    run_training(
+        config,
+        out=out,
+        base_url=lora_server.endpoint.base_url,
+        api_key=lora_server.endpoint.api_key,
+    )
+    (iteration,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert iteration["rollout"]["episodes"] == 16
+    assert iteration["train"]["stepped"], "the recorded batch had no reward variance"
+    assert iteration["swap"]["ok"] and iteration["swap"]["version"]

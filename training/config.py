@@ -27,6 +27,7 @@ from seal_graph.errors import ConfigError
 from seal_graph.interface import InterfaceConfig
 from seal_graph.serving.settings import ServingDtype
 from seal_graph.settings import JudgeSettings, RolloutSettings
+from seal_graph.training.from_run import FromRun
 from seal_graph.training.settings import (
     DPOSettings,
     LoraSettings,
@@ -128,6 +129,11 @@ class TrainConfig(BaseModel):
         "tools) -> a LangGraph graph or runnable over messages, e.g. "
         "`langchain.agents:create_agent`): every rollout and evaluation runs it instead "
         "of the built-in rollout graph (`seal_graph.runners.own_agent`). None = built in.",
+    )
+    from_run: FromRun | None = Field(
+        default=None,
+        description="Train on a stored run instead of rolling out: one iteration whose "
+        "batch is that run's episodes (`training/from_run.py`); needs iterations = 1.",
     )
     algo: Algo = Field(
         default="seal",
@@ -239,6 +245,11 @@ class TrainConfig(BaseModel):
                     f'swap={self.swap!r}; drop `swap` or set swap = "lora"'
                 )
             self.swap = "lora"
+        if self.from_run is not None and self.iterations != 1:
+            raise ValueError(
+                f"from_run trains one step on a stored run, but the config sets "
+                f"iterations={self.iterations}; set iterations = 1"
+            )
         return self
 
     @property

@@ -28,6 +28,7 @@ from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
 from seal_graph.training.advantages import episode_reward, key_statistics
 from seal_graph.training.console import console
+from seal_graph.training.from_run import import_batch
 from seal_graph.training.replicas import ReplicasSwap
 from seal_graph.training.resources import LoopRun
 from seal_graph.training.sft import expert_dataset
@@ -98,14 +99,20 @@ def rollout(
 ) -> dict[str, Any]:
     began = time.perf_counter()
     batch = batch_run_id(run, iteration)
-    report = roll_out(
-        run,
-        batch,
-        iteration_tasks(run, iteration),
-        run.config.rollout,
-        interface=interface,
-        policy_version=f"step-{served_version}",
-    )
+    if run.config.from_run is not None:  # the batch someone already has
+        env = registry.get_environment(run.config.env).name
+        import_batch(run.config.from_run, run.store, batch, env)
+        failures, in_flight = 0, None
+    else:
+        report = roll_out(
+            run,
+            batch,
+            iteration_tasks(run, iteration),
+            run.config.rollout,
+            interface=interface,
+            policy_version=f"step-{served_version}",
+        )
+        failures, in_flight = len(report.failures), round(report.mean_in_flight, 2)
     episodes = run.store.episodes(batch)
     category_of = category_lookup(run)
     return {
@@ -116,8 +123,8 @@ def rollout(
             episodes, category_of, lambda e: episode_reward(e, run.config.weighting.reward)
         ),
         "abstention": abstention_rates(episodes, category_of),
-        "rollout_failures": len(report.failures),
-        "requests_in_flight": round(report.mean_in_flight, 2),
+        "rollout_failures": failures,
+        "requests_in_flight": in_flight,
         "seconds": time.perf_counter() - began,
     }
 

@@ -411,7 +411,7 @@ def write_report(
         "## Config",
         "",
         "```json",
-        json.dumps(config.model_dump(), indent=2),
+        json.dumps(config.model_dump(mode="json"), indent=2),
         "```",
         "",
     ]

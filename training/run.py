@@ -16,6 +16,7 @@ from seal_graph.serving import attach as attach_endpoint
 from seal_graph.serving.launch import detect_platform
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.console import console
+from seal_graph.training.from_run import stored_episodes
 
 CONFIG_FILE = "config.json"
 
@@ -145,6 +146,8 @@ def run_training(
     """Run (or resume) the closed loop to the end; returns the final graph output.
     `base_url`: the server(s) to train for, attached; None starts `config.servers`."""
     run_dir, config = prepare_run_dir(config, out, resume)
+    if config.from_run is not None:  # refused before any server starts
+        stored_episodes(config.from_run)
     urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
     # A fresh run starts vLLM first, so it loads while the training stack imports (~10 s);
     # a resumed one reads its checkpoint first (a finished run needs no server).
