@@ -267,6 +267,12 @@ def evolve(
     schema_annotations: Annotated[bool, typer.Option(help="phi_schema.")] = True,
     error_hints: Annotated[bool, typer.Option(help="phi_err.")] = True,
     guidelines: Annotated[bool, typer.Option(help="phi_cap.")] = True,
+    min_error_count: Annotated[
+        int, typer.Option(min=1, help="phi_err: errors of one pattern before it gets a hint.")
+    ] = 3,
+    min_label_count: Annotated[
+        int, typer.Option(min=1, help="phi_cap: occurrences of a label before a guideline.")
+    ] = 8,
 ) -> None:
     """Diagnose a stored batch, print its label table, and evolve the training interface.
     Labels are stored only for a batch that has none (a training run's stay as they are)."""
@@ -285,7 +291,11 @@ def evolve(
         if interface_version is not None:
             payload["interface_version"] = interface_version
         config = InterfaceConfig(
-            schema_annotations=schema_annotations, error_hints=error_hints, guidelines=guidelines
+            schema_annotations=schema_annotations,
+            error_hints=error_hints,
+            guidelines=guidelines,
+            min_error_count=min_error_count,
+            min_count=min_label_count,
         )
         result = asyncio.run(graph.ainvoke(payload, context=EvolveContext(config=config)))
         render_evolution(console, result, store, run)

@@ -190,6 +190,30 @@ def diagnosis_weight_section(history: list[IterationMetrics]) -> list[str]:
     return lines
 
 
+def label_section(history: list[IterationMetrics]) -> list[str]:
+    """Every turn label the diagnosis gave, per iteration: the raw labels (such as
+    `recovery_failure`) beside the per-turn tags the weights act on."""
+    labels = sorted({k for r in history for k in r.diagnose.label_counts})
+    if not labels:
+        return []
+    return [
+        "",
+        "## Turn labels",
+        "",
+        "Turns per diagnosis label in each training batch (a turn has one label; the "
+        "weights act on its per-turn tag where the verifier gives one: Diagnosis weights).",
+        "",
+        "| it | " + " | ".join(labels) + " |",
+        "|" + "---|" * (len(labels) + 1),
+        *(
+            f"| {r.iteration} | "
+            + " | ".join(str(r.diagnose.label_counts.get(k, 0)) for k in labels)
+            + " |"
+            for r in history
+        ),
+    ]
+
+
 def abstention_section(warm: dict[str, Any], history: list[IterationMetrics]) -> list[str]:
     """Which way the agent leans, per category: in the greedy evaluations (warm start and
     the last), and per iteration in the training batch, with the share of groups GRPO
@@ -369,7 +393,8 @@ def write_report(
         "## Iterations",
         "",
         "| it | train success | eval success | zero-signal groups | samples | loss | "
-        f"interface | swap | requests in flight (of {config.rollout.concurrency}) | "
+        f"interface | swap (load to verified) | requests in flight (of "
+        f"{config.rollout.concurrency}) | "
         + " | ".join(f"{s} s" for s in STAGES)
         + " |",
         "|" + "---|" * (9 + len(STAGES)),
@@ -387,6 +412,7 @@ def write_report(
             + " | ".join(f"{r.stage_seconds(s):.1f}" for s in STAGES)
             + " |"
         )
+    lines += label_section(history)
     lines += abstention_section(warm, history)
     lines += run.algorithm.report_sections(history)
     lines += ["", "## What the interface became", ""]
@@ -404,6 +430,9 @@ def write_report(
         "",
         "- A zero-signal group (all samples with the same reward) gives GRPO no "
         "gradient; its samples are skipped when the KL coefficient is 0.",
+        "- Swap: from the load request to the verified answer; the `swap s` column is the "
+        "whole stage (checkpoint writing and the probe's references included), the time "
+        "the console prints.",
         "- Every swap is verified: the server's logprobs of a probe must match the "
         f"trainer's within {run.sync.tolerance} (mean per token); a stale swap is caught "
         "when the probe change (old weights vs the new policy) exceeds that.",
