@@ -160,8 +160,10 @@ def test_training_from_a_stored_run_without_token_ids_is_refused(tmp_path) -> No
     )  # fmt: skip
     store.close()
     store_path = str(tmp_path / "traces.sqlite")
-    refused = run_cli("train", "--from-run", "theirs", "--store", store_path, "--out", "x")
+    out = tmp_path / "run"
+    refused = run_cli("train", "--from-run", "theirs", "--store", store_path, "--out", str(out))
     assert_clean_failure(refused, "have no served token ids", "return_token_ids=True")
+    assert not out.exists()  # refused before anything was written
     missing = run_cli("train", "--from-run", "mine", "--store", store_path)
     assert_clean_failure(missing, "run 'mine' has no episodes", "its runs: theirs")
     alone = run_cli("train", "--from-run", "theirs")

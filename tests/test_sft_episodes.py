@@ -17,7 +17,7 @@ from seal_graph.training.sft import EpisodeSFTTrainer, expert_dataset
 
 def test_episodes_forwarded_alone_give_trls_loss_on_the_padded_batch(tmp_path) -> None:
     policy = Policy(ensure_bundled_model(), LoraSettings(r=4, alpha=8))
-    settings = WarmStartSettings(tasks=3, batch_size=3, precision="fp32")
+    settings = WarmStartSettings(tasks_per_category=1, batch_size=3, precision="fp32")
     dataset, _ = expert_dataset(get_environment("kv-calc"), settings, policy.tokenizer)
     args = SFTConfig(
         output_dir=str(tmp_path),

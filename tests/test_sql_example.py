@@ -63,7 +63,7 @@ def test_a_sql_error_is_a_tool_error_with_the_environments_hint(env) -> None:
 
 
 def test_every_reference_reaches_the_warm_start_with_its_reply(env, tokenizer) -> None:
-    _, experts = expert_dataset(env, WarmStartSettings(steps=1), tokenizer)
+    _, experts = expert_dataset(env, WarmStartSettings(epochs=1), tokenizer)
     assert not experts.dropped and len(experts.trajectories) == len(env.tasks("train"))
     answers = [t.metadata["answer"] for t in env.tasks("train") if t.metadata["answer"]]
     texts = [tokenizer.decode(t.token_ids) for t in experts.trajectories]

@@ -145,9 +145,9 @@ def run_training(
 ) -> dict[str, Any]:
     """Run (or resume) the closed loop to the end; returns the final graph output.
     `base_url`: the server(s) to train for, attached; None starts `config.servers`."""
-    run_dir, config = prepare_run_dir(config, out, resume)
-    if config.from_run is not None:  # refused before any server starts
+    if config is not None and config.from_run is not None:  # before anything is written
         stored_episodes(config.from_run)
+    run_dir, config = prepare_run_dir(config, out, resume)
     urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
     # A fresh run starts vLLM first, so it loads while the training stack imports (~10 s);
     # a resumed one reads its checkpoint first (a finished run needs no server).
