@@ -394,9 +394,7 @@ def write_report(
         "",
         "| it | train success | eval success | zero-signal groups | samples | loss | "
         f"interface | swap (load to verified) | requests in flight (of "
-        f"{config.rollout.concurrency}) | "
-        + " | ".join(f"{s} s" for s in STAGES)
-        + " |",
+        f"{config.rollout.concurrency}) | " + " | ".join(f"{s} s" for s in STAGES) + " |",
         "|" + "---|" * (9 + len(STAGES)),
     ]
     for r in history:
