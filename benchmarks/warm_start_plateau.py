@@ -145,8 +145,11 @@ def plateau(rows: list[dict[str, Any]], points: float) -> int | None:
 
 
 def write(key: str, record: dict[str, Any]) -> None:
+    """Keep the record under its key (a note added by hand to the file survives)."""
     path = RESULTS / "warm_start_plateau.json"
     results = json.loads(path.read_text()) if path.exists() else {}
+    if "note" in results.get(key, {}):
+        record.setdefault("note", results[key]["note"])
     results[key] = record
     path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (RESULTS / "warm_start_plateau.md").write_text(page(results), encoding="utf-8")
@@ -176,7 +179,13 @@ def page(results: dict[str, Any]) -> str:
             f"sequences per epoch ({json.dumps(record['by_category'])}), "
             f"{record['train_seconds']:.0f} s for {record['epochs']} epochs "
             f"({record['trained_tokens']:.0f} tokens); plateau (< {record['plateau_points']} "
-            f"points from one epoch to the next): epoch {record.get('plateau')}.",
+            "points from one epoch to the next): "
+            + (
+                f"epoch {record['plateau']}."
+                if record.get("plateau")
+                else f"not reached in the {len(rows)} epochs measured."
+            )
+            + (f" {record['note']}" if record.get("note") else ""),
             "",
             "| epoch | greedy | base | long_context | miss_func | miss_param | "
             "miss_func call / no-call | miss_param call / no-call | names missing | "
