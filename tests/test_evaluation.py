@@ -60,4 +60,7 @@ def test_eval_prints_greedy_and_sampled_success_per_category(server: ModelServer
     assert set(summary.per_category) == {"base", "miss_param", "miss_func", "long_context"}
     assert all(len(c["ci"]) == 2 and c["tasks"] == 2 for c in summary.per_category.values())
     assert summary.sampled is not None and set(summary.sampled) == {*summary.per_category, "all"}
-    assert render_table(summary).row_count == 2
+    assert render_table(summary).row_count == 3  # greedy, calls / no-calls, sampled
+    assert "calls / no-calls" in output
+    assert summary.episodes == 8 + 16  # greedy and sampled, as the console counts them
+    assert set(summary.abstention) == {*summary.per_category, "all"}
