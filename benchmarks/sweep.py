@@ -48,7 +48,13 @@ from machine import machine
 
 from seal_graph import ModelServer, ServerSettings
 from seal_graph.registry import get_environment
-from seal_graph.runners.evaluation import category, outcomes, select_tasks, summarize
+from seal_graph.runners.evaluation import (
+    category,
+    mixed_groups,
+    outcomes,
+    select_tasks,
+    summarize,
+)
 from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,17 +83,11 @@ def warm_order(row: dict[str, Any], key: str = "") -> tuple[int, int]:
 
 def sampled_signal(episodes: list, tasks: dict[str, str]) -> dict[str, Any]:
     """Sampled success per category and the share of groups with mixed rewards."""
-    rewards: dict[str, list[float]] = defaultdict(list)
-    for episode in episodes:
-        rewards[episode.task_id].append(episode.reward)
-    mixed: dict[str, list[bool]] = defaultdict(list)
-    for task_id, values in rewards.items():
-        mixed[tasks[task_id]].append(len(set(values)) > 1)
-        mixed["all"].append(len(set(values)) > 1)
+    mixed = mixed_groups(episodes, tasks.__getitem__)
     return {
         "success": 100 * outcomes(episodes)["success"],
-        "mixed_groups": {name: 100 * statistics.fmean(v) for name, v in sorted(mixed.items())},
-        "groups": len(rewards),
+        "mixed_groups": {name: 100 * share for name, share in mixed.items()},
+        "groups": len({episode.task_id for episode in episodes}),
     }
 
 
