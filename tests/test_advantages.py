@@ -114,6 +114,24 @@ def test_turn_mode_gives_each_turns_calls_their_own_weight() -> None:
     assert a > 0 > b  # the sign never changes
 
 
+def test_moved_advantage_share_per_category() -> None:
+    """sum|A~ - A| / sum|A| per category: what the diagnosis weights changed of the
+    gradient; a category without signal has no mass and is absent."""
+    pairs = [
+        (episode("a", "m1", 1.0), labels("pass", "spurious_tool_call")),  # w 1.5, A +1
+        (episode("b", "m1", 0.0), labels("response_mismatch", "pass")),  # w 0.95, A -1
+        (episode("c", "b1", 1.0), labels("pass")),
+        (episode("d", "b1", 1.0), labels("pass")),  # no signal
+    ]
+    result = weighted_advantages(pairs, CONFIG)
+    category = {"m1": "miss_func", "b1": "base"}.__getitem__
+    moved = result.moved_share("trajectory", category)
+    assert moved == pytest.approx({"all": 0.275, "miss_func": 0.275}, abs=1e-5)
+    turn = result.moved_share("turn", category)  # a: mean(0, 1) = 0.5; b: mean(0.1, 0)
+    assert turn["miss_func"] == pytest.approx((0.5 + 0.05) / 2, abs=1e-5)
+    assert result.moved_share("none", category) == {"all": 0.0, "miss_func": 0.0}
+
+
 def test_dynamic_rho_moves_by_ema_towards_its_target() -> None:
     config = WeightingConfig()
     stats = {
@@ -143,7 +161,9 @@ def test_report_shows_rho_for_the_tags_the_batches_carried() -> None:
             policy_version=i,
             interface_version=1,
             diagnose=DiagnoseMetrics(tag_counts=tags),
-            train=TrainMetrics(rho=rho, reweighted_share=moved),
+            train=TrainMetrics(
+                rho=rho, reweighted_share=moved, moved_advantage={"all": moved / 2} if moved else {}
+            ),
         )
 
     table = {"spurious_tool_call": 2.0, "pass": 1.0}
@@ -154,8 +174,8 @@ def test_report_shows_rho_for_the_tags_the_batches_carried() -> None:
     lines = diagnosis_weight_section(history)
     assert "| it | pass | spurious_tool_call | state_mismatch | abstention tags |" in lines[5]
     assert lines[-2:] == [
-        "| 1 | 1.050 | 2.000 | 1.000 | 20% | 25% |",
-        "| 2 | 1.000 | 2.000 | 1.020 | 0% | 0% |",
+        "| 1 | 1.050 | 2.000 | 1.000 | 20% | 25% | 12% |",
+        "| 2 | 1.000 | 2.000 | 1.020 | 0% | 0% | — |",
     ]
     unweighted = [iteration(1, {"pass": 1}, {})]  # vanilla GRPO records no rho
     assert diagnosis_weight_section(unweighted) == []

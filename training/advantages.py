@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
@@ -131,6 +132,29 @@ class WeightedAdvantages(BaseModel):
     zero_signal_groups: int = 0
     groups: int = 0
     rho: dict[str, float] = Field(default_factory=dict, description="rho used this batch.")
+    task_of: dict[str, str] = Field(default_factory=dict, description="Task id per episode id.")
+
+    def moved_share(self, mode: str, category_of: Callable[[str], str]) -> dict[str, float]:
+        """Per category of the episodes' tasks and over all (`all`), the share of the
+        batch's advantage mass sum|A_j| that the diagnosis weights moved,
+        sum|A~_j - A_j| / sum|A_j| (turn mode: each episode's mean over its user turns):
+        how much SEAL's reweighting changed what GRPO learns. A category whose groups
+        carry no signal (no mass) is left out."""
+        mass: dict[str, float] = defaultdict(float)
+        moved: dict[str, float] = defaultdict(float)
+        for episode_id, advantage in self.advantage.items():
+            if mode == "trajectory":
+                change = abs(self.weight[episode_id] - 1.0)
+            elif mode == "turn" and self.turn_weight.get(episode_id):
+                change = statistics.fmean(
+                    abs(w - 1.0) for w in self.turn_weight[episode_id].values()
+                )
+            else:
+                change = 0.0
+            for name in (category_of(self.task_of[episode_id]), "all"):
+                mass[name] += abs(advantage)
+                moved[name] += abs(advantage) * change
+        return {name: moved[name] / mass[name] for name in sorted(mass) if mass[name] > 0}
 
     def for_call(self, episode_id: str, turn: int, mode: str) -> float:
         """The advantage of one LLM call of an episode under the weighting mode."""
@@ -158,4 +182,5 @@ def weighted_advantages(
         zero_signal_groups=flat,
         groups=len({(e.task_id, e.interface_version, e.policy_version) for e in episodes}),
         rho=rho,
+        task_of={e.episode_id: e.task_id for e in episodes},
     )

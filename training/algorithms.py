@@ -29,7 +29,7 @@ from seal_graph.training.advantages import (
 )
 from seal_graph.training.config import TrainConfig
 from seal_graph.training.console import console
-from seal_graph.training.loop import mean
+from seal_graph.training.loop import category_lookup, mean
 from seal_graph.training.report import diagnosis_weight_section, training_step_section
 from seal_graph.training.resources import LoopRun
 from seal_graph.training.trajectories import served_trajectory
@@ -147,6 +147,7 @@ class GRPO(Algorithm):
                 else 0.0,
                 "weighting": mode,
                 "rho": weighted.rho if mode != "none" else {},
+                "moved_advantage": weighted.moved_share(mode, category_lookup(run)),
                 "episodes_split_into_calls": split,
                 "episodes_respliced": respliced,
                 **{k: metrics[k] for k in STEP_STATISTICS if k in metrics},

@@ -118,6 +118,12 @@ class TrainMetrics(_Stage):
         description="rho(z) per weighting key as this step used it (diagnosis-weighted "
         "GRPO only): how dynamic rho moved the labels' weights.",
     )
+    moved_advantage: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per category and over all (`all`): the share of the batch's advantage "
+        "mass sum|A| the diagnosis weights moved, sum|A~ - A| / sum|A| (0 without "
+        "reweighting; a category without signal is absent).",
+    )
     negatives: NegativeStatistics | None = None
     target: DPORound | None = None
     failure_agent: DPORound | None = None

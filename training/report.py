@@ -175,18 +175,23 @@ def diagnosis_weight_section(history: list[IterationMetrics]) -> list[str]:
         "",
         "rho per tag as each step weighted advantages with it (1 = no reweighting; tags "
         "the weighting table leaves out start at 1); the share of tagged turns that were "
-        "abstention turns (spurious_tool_call + correct_abstention), and of trajectories "
-        "whose weight differs from 1 by 0.2 or more.",
+        "abstention turns (spurious_tool_call + correct_abstention), of trajectories "
+        "whose weight differs from 1 by 0.2 or more, and of the advantage mass sum|A| the "
+        "weights moved (sum|A~ - A| / sum|A|).",
         "",
-        "| it | " + " | ".join(seen) + " | abstention tags | trajectories reweighted |",
-        "|" + "---|" * (len(seen) + 3),
+        "| it | " + " | ".join(seen) + " | abstention tags | trajectories reweighted "
+        "| advantage mass moved |",
+        "|" + "---|" * (len(seen) + 4),
     ]
     for r in weighted:
         values = " | ".join(f"{r.train.rho.get(k, 1.0):.3f}" for k in seen)
         tagged = sum(r.diagnose.tag_counts.values())
         abstentions = sum(r.diagnose.tag_counts.get(t, 0) for t in ABSTENTION_TAGS)
         share = _pct(abstentions / tagged) if tagged else "—"
-        lines.append(f"| {r.iteration} | {values} | {share} | {_pct(r.train.reweighted_share)} |")
+        moved = _pct(r.train.moved_advantage.get("all"))
+        lines.append(
+            f"| {r.iteration} | {values} | {share} | {_pct(r.train.reweighted_share)} | {moved} |"
+        )
     return lines
 
 
