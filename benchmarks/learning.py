@@ -3,6 +3,8 @@ equal budget, over seeds.
 
     .venv/bin/python benchmarks/learning.py --resume --commit     # run or continue, commit each
     .venv/bin/python benchmarks/learning.py --report-only         # rebuild the report
+    .venv/bin/python benchmarks/learning.py --curves 16 --methods vanilla-grpo seal \
+        seal-no-reweighting seal-no-adaptation --seeds 0 1 --extra-seeds 0 --resume --commit
 
 One supervised warm start of the bundled model on kv-calc's expert trajectories (the
 `cpu` preset's, as pinned in `benchmarks/learning.toml`, at `--warm-epochs` SFT epochs) is
@@ -30,6 +32,10 @@ JSON-lines file under `docs/results/learning/episodes/`, written as soon as it f
 and, with `--commit`, committed at once. `--resume` skips finished runs and continues an
 interrupted one from its loop checkpoint, so the benchmark runs in parts; it refuses to
 continue on another machine type (one machine type per table).
+
+`--curves N` runs the rows to N iterations evaluated on `val` after each instead (the
+budget and SEAL's mechanism chain, `benchmarks/learning_curves.py`); from the same warm
+start, before any table row.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from curves_page import write_curves_page  # benchmarks/curves_page.py
+from learning_curves import CURVES, curve_run  # benchmarks/learning_curves.py
 from learning_page import write_report  # benchmarks/learning_page.py
 from learning_runs import (  # benchmarks/learning_runs.py
     ADAPTER,
@@ -138,6 +146,12 @@ def main() -> None:
         "evaluated on val after every iteration (the DPO rows wait for it).",
     )  # fmt: skip
     parser.add_argument("--sweep-limit", type=int, default=48, help="val tasks of the sweep.")
+    parser.add_argument(
+        "--curves", type=int, default=None, metavar="N",
+        help="Only the learning curves: each row to N iterations, greedy val after each "
+        "(benchmarks/learning_curves.py).",
+    )  # fmt: skip
+    parser.add_argument("--curve-limit", type=int, default=48, help="val tasks of the curves.")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
     parser.add_argument("--commit", action="store_true", help="git-commit each result file.")
@@ -163,7 +177,7 @@ def main() -> None:
             sys.exit(f"nothing finished under {RESULTS}: run the benchmark first")
         print("wrote", *write_report(args, load(warm_file), finished_runs(args)))
         return
-    if not (args.resume or args.sweep_dpo) and any(RESULTS.glob("*.json")):
+    if not (args.resume or args.sweep_dpo or args.curves) and any(RESULTS.glob("*.json")):
         sys.exit(
             f"{RESULTS} already holds results: add --resume to continue that benchmark, or "
             "move them away to start over"
@@ -187,6 +201,9 @@ def main() -> None:
     print(json.dumps({"warm_start": {k: warm[k]["success"] for k in ("test", "ood")}}), flush=True)
     if args.sweep_dpo:
         sweep_dpo(args)
+        return
+    if args.curves:
+        curves(args)
         return
     if any(uses_dpo(m) for m in args.methods):
         require_dpo_sweep()
@@ -228,6 +245,22 @@ def sweep_dpo(args: argparse.Namespace) -> None:
             commit([DPO_SWEEP], f"benchmarks/learning: DPO learning rate {rate:g} on val")
     pinned = benchmark_config().dpo.learning_rate
     print(f"the sweep's rule keeps {dpo_rate_chosen(rows, pinned):g} (pinned: {pinned:g})")
+
+
+def curves(args: argparse.Namespace) -> None:
+    """The rows' val curves, seed by seed; a finished curve is kept, an unfinished one
+    continues from its loop checkpoint (in this checkout's `runs/`) or starts over."""
+    if any(uses_dpo(m) for m in args.methods):
+        require_dpo_sweep()
+    for method, seed in schedule(args.methods, args.seeds, args.extra_seeds):
+        path = CURVES / f"{method}-s{seed}.json"
+        if path.exists() and load(path)["finished"]:
+            continue
+        written = curve_run(method, seed, args)
+        print(json.dumps({"curve": method, "seed": seed}), flush=True)
+        if args.commit:
+            kept = [written, *CURVES.glob("warm-start-val.json"), *write_curves_page()]
+            commit(kept, f"benchmarks/learning: {method} seed {seed} on val, per iteration")
 
 
 def require_dpo_sweep() -> None:

@@ -1,0 +1,179 @@
+"""The RL budget and SEAL's mechanism, read on `val` per iteration (`benchmarks/learning.py
+--curves N`): learning curves of the table's rows from its warm start, and at each
+iteration what SEAL's chain acts through.
+
+A curve run is a table run (`learning_runs.run_config`: the same warm start, settings and
+budget per iteration) taken to `N` iterations and evaluated greedily on `--curve-limit`
+`val` tasks after every iteration, on its own server (`test` is never read). Each
+iteration records:
+
+- `val`: greedy success, its interval, per category, and the abstention metrics
+  (`seal_graph.abstention`);
+- the training batch: success, abstention metrics, the share of groups with mixed
+  rewards per category (the only ones GRPO learns from);
+- the step: groups without signal, rho, the share of advantage mass the diagnosis weights
+  moved per category (`WeightedAdvantages.moved_share`), the interface version;
+- seconds: the iteration's stages, with and without its `val` evaluation.
+
+The warm start's own `val` point (iteration 0) is measured once, on the first run's
+server, and shared. A run's file (`docs/results/learning/curves/METHOD-sSEED.json`) is
+rewritten after every iteration (`finished: false`) and committed when the run ends; an
+interrupted session's file keeps the iterations it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from learning_runs import RESULTS, load, run_config  # benchmarks/learning_runs.py
+from machine import machine  # benchmarks/machine.py
+
+from seal_graph.registry import get_environment
+from seal_graph.runners.evaluation import category
+
+CURVES = RESULTS / "curves"
+WARM_POINT = CURVES / "warm-start-val.json"
+"""The warm start on the curves' `val` tasks: every curve's iteration 0."""
+LOOP_STAGES = ("rollout", "diagnose", "evolve", "train", "swap")
+"""An iteration's stages besides its `val` evaluation (`training.report.STAGES` less it)."""
+
+
+def curve_config(method: str, seed: int, args: argparse.Namespace) -> Any:
+    """The table's run config, to `--curves` iterations, evaluated on `val` after each."""
+    args = argparse.Namespace(**{**vars(args), "iterations": args.curves})
+    config = run_config(method, seed, args)
+    config.eval = config.eval.model_copy(
+        update={
+            "split": "val",
+            "every": 1,
+            "limit": args.curve_limit,
+            "final": True,
+            "final_splits": [],
+            "samples": 0,
+            "baseline": not WARM_POINT.exists(),
+        }
+    )
+    return config
+
+
+def per_category(per_task: dict[str, float]) -> dict[str, float]:
+    """Greedy success (%) per kv-calc category from a per-task outcome map."""
+    env = get_environment("kv-calc")
+    found: dict[str, list[float]] = {}
+    for task_id, value in per_task.items():
+        found.setdefault(category(env.task(task_id)), []).append(value)
+    return {name: 100 * sum(v) / len(v) for name, v in sorted(found.items())}
+
+
+def iteration_point(record: Any) -> dict[str, Any]:
+    """What one finished iteration (`IterationMetrics`) says about the chain."""
+    evaluate, rollout, train = record.evaluate, record.rollout, record.train
+    loop_seconds = sum(record.stage_seconds(s) for s in LOOP_STAGES)
+    return {
+        "iteration": record.iteration,
+        "policy_version": record.policy_version,
+        "interface_version": record.interface_version,
+        "val": None
+        if evaluate is None
+        else {
+            "success": evaluate.success,
+            "ci": evaluate.ci,
+            "per_category": per_category(evaluate.per_task),
+            "abstention": evaluate.abstention,
+        },
+        "train_success": rollout.train_success,
+        "train_abstention": rollout.abstention,
+        "mixed_groups": rollout.mixed_groups,
+        "groups": train.groups,
+        "zero_signal_groups": train.zero_signal_groups,
+        "stepped": train.stepped,
+        "rho": train.rho,
+        "reweighted_share": train.reweighted_share,
+        "moved_advantage": train.moved_advantage,
+        "labels": record.diagnose.label_prevalence,
+        "swap_ok": record.swap.ok,
+        "seconds": loop_seconds,
+        "seconds_with_val": loop_seconds + record.stage_seconds("evaluate"),
+    }
+
+
+def curve_record(
+    method: str, seed: int, run_dir: Path, args: argparse.Namespace, finished: bool
+) -> dict[str, Any]:
+    """A curve run's file from its metrics so far."""
+    from seal_graph.training.metrics import history_of
+
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    history = history_of([json.loads(line) for line in lines if line.strip()])
+    return {
+        "method": method,
+        "seed": seed,
+        "finished": finished,
+        "iterations_planned": args.curves,
+        "val_tasks": args.curve_limit,
+        "points": [iteration_point(r) for r in history],
+        "commit": args.code,
+        "serving_dtype": args.dtype,
+        "machine": machine(args.dtype),
+        "command": f"benchmarks/learning.py {args.command}",
+        "note": args.note,
+    }
+
+
+def curve_run(method: str, seed: int, args: argparse.Namespace) -> Path:
+    """One curve: the loop to `--curves` iterations, its file rewritten after each."""
+    from seal_graph.training.run import run_training
+
+    CURVES.mkdir(parents=True, exist_ok=True)
+    target = CURVES / f"{method}-s{seed}.json"
+    out = args.out / f"curve-{method}-s{seed}"
+    config = curve_config(method, seed, args)
+    done = threading.Event()
+
+    def follow() -> None:  # rewrite the file whenever an iteration finishes
+        seen = 0
+        while not done.wait(15):
+            metrics = out / "metrics.jsonl"
+            count = len(metrics.read_text().splitlines()) if metrics.exists() else 0
+            if count > seen:
+                seen = count
+                write(target, curve_record(method, seed, out, args, finished=False))
+
+    watcher = threading.Thread(target=follow, daemon=True)
+    watcher.start()
+    began = time.perf_counter()
+    try:
+        result = run_training(config, out=out, resume=(out / "config.json").exists())
+    finally:
+        done.set()
+        watcher.join()
+    if result.get("baseline") and not WARM_POINT.exists():
+        baseline = result["baseline"]
+        write(
+            WARM_POINT,
+            {
+                "success": baseline["success"],
+                "ci": baseline.get("ci"),
+                "per_category": per_category(baseline["per_task"]),
+                "abstention": baseline.get("abstention", {}),
+                "val_tasks": args.curve_limit,
+                "measured_by": f"{method} seed {seed}'s server before its first iteration",
+            },
+        )
+    record = curve_record(method, seed, out, args, finished=True)
+    record["process_minutes"] = (time.perf_counter() - began) / 60
+    write(target, record)
+    return target
+
+
+def finished_curves() -> list[dict[str, Any]]:
+    return [load(p) for p in sorted(CURVES.glob("*-s*.json"))]
+
+
+def write(path: Path, record: dict[str, Any]) -> None:
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
