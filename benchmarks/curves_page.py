@@ -139,7 +139,8 @@ def plot(records: list[dict[str, Any]], warm: dict[str, Any] | None, path: Path)
     axis.set_xlabel("iteration")
     axis.set_ylabel("greedy val success (%)")
     axis.set_ylim(0, 100)
-    axis.legend(fontsize=8)
+    if records:
+        axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -163,7 +164,9 @@ def write_curves_page() -> list[Path]:
         "",
         "Made on: " + "; ".join(machines) if machines else "Made on: —",
         "",
-        "Commands: " + "; ".join(f"`.venv/bin/python {c}`" for c in commands),
+        "Commands: " + "; ".join(f"`.venv/bin/python {c}`" for c in commands)
+        if commands
+        else "No curve has finished an iteration yet.",
         *(["", "Notes: " + "; ".join(notes)] if notes else []),
         "",
         "## Val success per iteration",
