@@ -256,6 +256,8 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
         "",
         *category_lines(table, rows),
         "",
+        *abstention_lines(table, rows),
+        "",
         *noise_lines(table),
         *against_targets(table, runs, args),
         "",
@@ -465,6 +467,32 @@ def category_lines(table: dict, rows: list[str]) -> list[str]:
             )
             cells.append(f"{c['success']['mean']:.1f} ({gains})")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def abstention_lines(table: dict, rows: list[str]) -> list[str]:
+    """Greedy `test`, which way each row leans (`seal_graph.abstention`, mean over seeds):
+    the call rate on turns that need a call, the no-call rate on the `miss_*` abstention
+    turns and the share of those replies naming what is missing. Success 0 hides a range;
+    these show it."""
+    cells = ("all", "call_rate"), *(
+        (name, rate) for name in ("miss_func", "miss_param")
+        for rate in ("no_call_rate", "names_missing_rate")
+    )  # fmt: skip
+    lines = [
+        "## Calls and abstentions (greedy test)",
+        "",
+        "| row | call rate | miss_func no-call | miss_func names missing | miss_param no-call "
+        "| miss_param names missing |",
+        "|---|---|---|---|---|---|",
+    ]
+    entries = [("warm start", table["warm_start"].get("abstention"))]
+    entries += [(m, table["methods"][m].get("abstention")) for m in rows]
+    for name, rates in entries:
+        values = [((rates or {}).get(c) or {}).get(rate) for c, rate in cells]
+        lines.append(
+            f"| {name} | " + " | ".join("—" if v is None else f"{v:.0f}%" for v in values) + " |"
+        )
     return lines
 
 

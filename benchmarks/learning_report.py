@@ -83,6 +83,8 @@ def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
                 family[f"{method} vs {name}/{key}"] = compared["p"]
                 if key == "test":
                     entry[f"delta_{name}"] = compared
+        entry["abstention"] = mean_abstention([r["test"].get("abstention") for r in mine])
+        entry["curve"] = val_curve(method)
         entry["budget"] = budget(mine)
         entry["signal"] = signal(mine)
         entry["train_by_category"] = training_by_category(mine)
@@ -109,12 +111,52 @@ def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
         key: interval(*seeds_and_tasks_ci([run_values(warm, key)]))
         for key in ("test", "test_sampled", "ood")
     }
+    warm_entry["abstention"] = mean_abstention([warm["test"].get("abstention")])
     if "repeat" in warm:  # the same weights evaluated twice: evaluation noise
         warm_entry["repeat_delta"] = {
             key: interval(*seeds_and_tasks_ci(differences([warm["repeat"]], warm, key)))
             for key in SPLITS
         }
     return {"warm_start": warm_entry, "methods": methods, "comparisons": len(family)}
+
+
+RATES = ("call_rate", "no_call_rate", "names_missing_rate")
+
+
+def mean_abstention(found: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Greedy `test` abstention rates (`seal_graph.abstention`) per category, in points,
+    the mean over the seeds that measured them (None where no run did)."""
+    measured = [f for f in found if f]
+    if not measured:
+        return None
+    table: dict[str, Any] = {}
+    for name in sorted({c for f in measured for c in f}):
+        rates = [f[name] for f in measured if name in f]
+        table[name] = {
+            rate: points(statistics.fmean(values))
+            if (values := [r[rate] for r in rates if r.get(rate) is not None])
+            else None
+            for rate in RATES
+        }
+        table[name]["seeds"] = len(rates)
+    return table
+
+
+def val_curve(method: str) -> list[dict[str, Any]]:
+    """The row's `val` success per iteration from its curve runs (`--curves`), the mean
+    over seeds that reached the iteration; empty where the row has no curve."""
+    from curves_page import mean_curve  # benchmarks/curves_page.py
+    from learning_curves import finished_curves  # benchmarks/learning_curves.py
+
+    mine = [c for c in finished_curves() if c["method"] == method]
+    return [
+        {
+            "iteration": i,
+            "val_success": round(success, 1),
+            "seeds": sum(any(p["iteration"] == i and p["val"] for p in c["points"]) for c in mine),
+        }
+        for i, success in mean_curve(mine).items()
+    ]
 
 
 def by_category(runs: list[dict], warm: dict, everything: list[dict], key: str) -> dict:

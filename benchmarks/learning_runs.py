@@ -18,8 +18,9 @@ from typing import Any, Literal
 from machine import machine  # benchmarks/machine.py
 
 from seal_graph import ModelServer, ServerSettings
+from seal_graph.abstention import abstention_rates
 from seal_graph.registry import get_environment
-from seal_graph.runners.evaluation import outcomes, select_tasks
+from seal_graph.runners.evaluation import category, outcomes, select_tasks
 from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
@@ -140,6 +141,8 @@ def evaluate_checkpoint(
             ]
             asyncio.run(rollouts(server, tasks, store, name, settings))
             result[name] = outcomes(store.episodes(name))
+    for name in ("test", "ood"):  # greedy: which way the agent leans on abstention turns
+        result[name]["abstention"] = stored_abstention(store, name)
     store.close()
     test, ood = result["test"], result["ood"]
     return {
@@ -151,6 +154,12 @@ def evaluate_checkpoint(
         },
         "ood": ood,
     }
+
+
+def stored_abstention(store: TraceStore, run_id: str) -> dict[str, Any]:
+    """`seal_graph.abstention` rates per kv-calc category of a stored evaluation."""
+    env = get_environment("kv-calc")
+    return abstention_rates(store.episodes(run_id), lambda task: category(env.task(task)))
 
 
 def greedy_settings() -> RolloutSettings:
