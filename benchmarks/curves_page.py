@@ -16,7 +16,7 @@ PLOT = ROOT / "docs/results/curves.png"
 FLAT = 3.0
 """Points of smoothed val success a curve may still gain after the budget: the rule."""
 WINDOW = 3
-"""Iterations averaged (trailing) before the rule reads a curve."""
+"""Evaluations averaged (trailing) before the rule reads a curve."""
 BUDGET_ROWS = ("vanilla-grpo", "seal")
 CHAIN_ROWS = ("vanilla-grpo", "seal", "seal-no-reweighting", "seal-no-adaptation")
 MISS = ("miss_func", "miss_param")
@@ -33,16 +33,17 @@ def mean_curve(records: list[dict[str, Any]]) -> dict[int, float]:
 
 
 def budget(curve: dict[int, float]) -> int | None:
-    """The first iteration after which the trailing mean of `WINDOW` iterations never
-    rises by `FLAT` points or more; None before the curve has `WINDOW` points past it."""
-    iterations = sorted(curve)
+    """The first evaluated iteration after which the trailing mean of `WINDOW`
+    evaluations never rises by `FLAT` points or more; None before `WINDOW` evaluations
+    follow it."""
+    its = sorted(curve)
     smooth = {
-        i: statistics.fmean(curve[j] for j in iterations if i - WINDOW < j <= i)
-        for i in iterations
-        if i >= WINDOW
+        its[k]: statistics.fmean(curve[j] for j in its[k - WINDOW + 1 : k + 1])
+        for k in range(WINDOW - 1, len(its))
     }
-    for i in smooth:
-        later = [smooth[j] for j in smooth if j > i]
+    keys = list(smooth)
+    for n, i in enumerate(keys):
+        later = [smooth[j] for j in keys[n + 1 :]]
         if len(later) >= WINDOW and max(later) - smooth[i] < FLAT:
             return i
     return None
@@ -107,9 +108,10 @@ def budget_lines(records: list[dict[str, Any]]) -> list[str]:
     """The rule and what it reads from the finished curves of the budget rows."""
     lines = [
         f"Budget rule (fixed before the curves ran): per row, the mean over seeds of val "
-        f"success per iteration, averaged over the last {WINDOW} iterations; the row's "
-        f"budget is the first iteration after which that average never rises by {FLAT:g} "
-        f"points or more (with at least {WINDOW} iterations after it); the table's budget is "
+        f"success per evaluated iteration, averaged over the last {WINDOW} evaluations; the "
+        f"row's budget is the first iteration after which that average never rises by "
+        f"{FLAT:g} points or more (with at least {WINDOW} evaluations after it); the table's "
+        "budget is "
         f"the larger of {' and '.join(BUDGET_ROWS)}'s.",
         "",
     ]
@@ -160,7 +162,9 @@ def write_curves_page() -> list[Path]:
         "after each run. Every run is a round-3 table run (its warm start, settings and "
         "budget per iteration: [learning.md](learning.md)) taken further and evaluated "
         f"greedily on the same {records[0]['val_tasks'] if records else '—'} `val` tasks "
-        "(round-robin over the categories) after every iteration; `test` is not read.",
+        "(round-robin over the categories) after every "
+        f"{records[0].get('val_every', 1) if records else '—'}-th iteration and the last; "
+        "`test` is not read.",
         "",
         "Made on: " + "; ".join(machines) if machines else "Made on: —",
         "",

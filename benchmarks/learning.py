@@ -152,6 +152,9 @@ def main() -> None:
         "(benchmarks/learning_curves.py).",
     )  # fmt: skip
     parser.add_argument("--curve-limit", type=int, default=48, help="val tasks of the curves.")
+    parser.add_argument(
+        "--curve-every", type=int, default=1, help="Evaluate the curves every N iterations."
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
     parser.add_argument("--commit", action="store_true", help="git-commit each result file.")

@@ -4,8 +4,8 @@ iteration what SEAL's chain acts through.
 
 A curve run is a table run (`learning_runs.run_config`: the same warm start, settings and
 budget per iteration) taken to `N` iterations and evaluated greedily on `--curve-limit`
-`val` tasks after every iteration, on its own server (`test` is never read). Each
-iteration records:
+`val` tasks after every `--curve-every`-th iteration and the last, on its own server
+(`test` is never read). Each iteration records:
 
 - `val`: greedy success, its interval, per category, and the abstention metrics
   (`seal_graph.abstention`);
@@ -50,7 +50,7 @@ def curve_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     config.eval = config.eval.model_copy(
         update={
             "split": "val",
-            "every": 1,
+            "every": args.curve_every,
             "limit": args.curve_limit,
             "final": True,
             "final_splits": [],
@@ -116,6 +116,7 @@ def curve_record(
         "finished": finished,
         "iterations_planned": args.curves,
         "val_tasks": args.curve_limit,
+        "val_every": args.curve_every,
         "points": [iteration_point(r) for r in history],
         "commit": args.code,
         "serving_dtype": args.dtype,
