@@ -30,11 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from learning_runs import RESULTS, load, run_config  # benchmarks/learning_runs.py
+from learning_runs import (  # benchmarks/learning_runs.py
+    RESULTS,
+    load,
+    run_config,
+    stored_abstention,
+)
 from machine import machine  # benchmarks/machine.py
 
 from seal_graph.registry import get_environment
-from seal_graph.runners.evaluation import category
+from seal_graph.runners.evaluation import category, outcomes
+from seal_graph.store import TraceStore
 
 CURVES = RESULTS / "curves"
 WARM_POINT = CURVES / "warm-start-val.json"
@@ -149,27 +155,34 @@ def curve_run(method: str, seed: int, args: argparse.Namespace) -> Path:
     watcher.start()
     began = time.perf_counter()
     try:
-        result = run_training(config, out=out, resume=(out / "config.json").exists())
+        run_training(config, out=out, resume=(out / "config.json").exists())
     finally:
         done.set()
         watcher.join()
-    if result.get("baseline") and not WARM_POINT.exists():
-        baseline = result["baseline"]
-        write(
-            WARM_POINT,
-            {
-                "success": baseline["success"],
-                "ci": baseline.get("ci"),
-                "per_category": per_category(baseline["per_task"]),
-                "abstention": baseline.get("abstention", {}),
-                "val_tasks": args.curve_limit,
-                "measured_by": f"{method} seed {seed}'s server before its first iteration",
-            },
-        )
+    if not WARM_POINT.exists():
+        write(WARM_POINT, warm_point(out, method, seed, args))
     record = curve_record(method, seed, out, args, finished=True)
     record["process_minutes"] = (time.perf_counter() - began) / 60
     write(target, record)
     return target
+
+
+def warm_point(out: Path, method: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The warm start on the curves' `val` tasks, from the run's stored evaluation before
+    its first iteration (`eval-baseline`)."""
+    store = TraceStore(out / "traces.sqlite")
+    run_id = f"{out.name}/eval-baseline"
+    result = outcomes(store.episodes(run_id))
+    abstention = stored_abstention(store, run_id)
+    store.close()
+    return {
+        "success": result["success"],
+        "ci": result["ci"],
+        "per_category": per_category(result["per_task"]),
+        "abstention": abstention,
+        "val_tasks": args.curve_limit,
+        "measured_by": f"{method} seed {seed}'s server before its first iteration",
+    }
 
 
 def finished_curves() -> list[dict[str, Any]]:
