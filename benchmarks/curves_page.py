@@ -64,8 +64,8 @@ def chain_lines(records: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| row | it | train no-call miss_func / miss_param | mixed groups miss_func / "
         "miss_param | advantage mass moved miss_func / miss_param / all | val no-call "
-        "miss_func / miss_param | val success |",
-        "|---|---|---|---|---|---|---|",
+        "miss_func / miss_param | val call rate (turns that need a call) | val success |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for record in records:
         if record["seed"] != 0 or record["method"] not in CHAIN_ROWS:
@@ -76,10 +76,11 @@ def chain_lines(records: list[dict[str, Any]]) -> list[str]:
             moved = " / ".join(_pct(p["moved_advantage"].get(c)) for c in (*MISS, "all"))
             val = p["val"] or {}
             no_call = " / ".join(_rate(val.get("abstention", {}), c, "no_call_rate") for c in MISS)
+            calls = _rate(val.get("abstention", {}), "all", "call_rate")
             success = _pct(val.get("success"))
             lines.append(
                 f"| {record['method']} | {p['iteration']} | {train} | {mixed} | {moved} | "
-                f"{no_call} | {success} |"
+                f"{no_call} | {calls} | {success} |"
             )
     return lines
 
@@ -120,9 +121,16 @@ def budget_lines(records: list[dict[str, Any]]) -> list[str]:
         if not finished:
             lines.append(f"- {row}: no finished curve yet.")
             continue
-        found = budget(mean_curve(finished))
+        curve = mean_curve(finished)
+        found = budget(curve)
         verdict = f"iteration {found}" if found else "not flat within its iterations"
-        lines.append(f"- {row} ({len(finished)} seed(s) finished): {verdict}.")
+        peak = max(curve, key=lambda i: (curve[i], -i))
+        last = max(curve)
+        lines.append(
+            f"- {row} ({len(finished)} seed(s) finished): the rule reads {verdict}; the "
+            f"highest mean val success is {curve[peak]:.0f}% at iteration {peak}, the last "
+            f"{curve[last]:.0f}% at iteration {last}."
+        )
     return lines
 
 
@@ -162,9 +170,9 @@ def write_curves_page() -> list[Path]:
         "after each run. Every run is a round-3 table run (its warm start, settings and "
         "budget per iteration: [learning.md](learning.md)) taken further and evaluated "
         f"greedily on the same {records[0]['val_tasks'] if records else '—'} `val` tasks "
-        "(round-robin over the categories) after every "
-        f"{records[0].get('val_every', 1) if records else '—'}-th iteration and the last; "
-        "`test` is not read.",
+        "(round-robin over the categories) every "
+        f"{records[0].get('val_every', 1) if records else '—'} iteration(s) and after the "
+        "last; `test` is not read.",
         "",
         "Made on: " + "; ".join(machines) if machines else "Made on: —",
         "",
@@ -192,9 +200,10 @@ def write_curves_page() -> list[Path]:
         "Per iteration: the no-call rate on abstention turns in the training batch, the "
         "share of miss_* groups whose rewards differ (GRPO's only signal), the share of "
         "the step's advantage mass sum|A| the diagnosis weights moved, and the greedy "
-        "agent's no-call rate on `val`'s abstention turns. SEAL acts where all four move: "
-        "abstentions sampled, groups mixed on them, rho moving their advantages, and the "
-        "greedy agent abstaining more.",
+        "agent's no-call rate on `val`'s abstention turns and its call rate on the turns "
+        "that need a call. SEAL acts where the first four move (abstentions sampled, groups "
+        "mixed on them, rho moving their advantages, the greedy agent abstaining more); the "
+        "fifth shows what that costs where a call is needed.",
         "",
         *chain_lines(records),
     ]

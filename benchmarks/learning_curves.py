@@ -186,7 +186,7 @@ def warm_point(out: Path, method: str, seed: int, args: argparse.Namespace) -> d
 
 
 def finished_curves() -> list[dict[str, Any]]:
-    return [load(p) for p in sorted(CURVES.glob("*-s*.json"))]
+    return [load(p) for p in sorted(CURVES.glob("*-s[0-9]*.json"))]
 
 
 def write(path: Path, record: dict[str, Any]) -> None:
