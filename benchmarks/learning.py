@@ -3,8 +3,8 @@ equal budget, over seeds.
 
     .venv/bin/python benchmarks/learning.py --resume --commit     # run or continue, commit each
     .venv/bin/python benchmarks/learning.py --report-only         # rebuild the report
-    .venv/bin/python benchmarks/learning.py --curves 16 --methods vanilla-grpo seal \
-        seal-no-reweighting seal-no-adaptation --seeds 0 1 --extra-seeds 0 --resume --commit
+    .venv/bin/python benchmarks/learning.py --curves 16 --curve-every 2 --methods \
+        vanilla-grpo seal --seeds 0 1 --commit                   # val curves, commit each
 
 One supervised warm start of the bundled model on kv-calc's expert trajectories (the
 `cpu` preset's, as pinned in `benchmarks/learning.toml`, at `--warm-epochs` SFT epochs) is
@@ -33,7 +33,7 @@ and, with `--commit`, committed at once. `--resume` skips finished runs and cont
 interrupted one from its loop checkpoint, so the benchmark runs in parts; it refuses to
 continue on another machine type (one machine type per table).
 
-`--curves N` runs the rows to N iterations evaluated on `val` after each instead (the
+`--curves N` runs the rows to N iterations evaluated on `val` every `--curve-every` instead (the
 budget and SEAL's mechanism chain, `benchmarks/learning_curves.py`); from the same warm
 start, before any table row.
 """
@@ -148,8 +148,8 @@ def main() -> None:
     parser.add_argument("--sweep-limit", type=int, default=48, help="val tasks of the sweep.")
     parser.add_argument(
         "--curves", type=int, default=None, metavar="N",
-        help="Only the learning curves: each row to N iterations, greedy val after each "
-        "(benchmarks/learning_curves.py).",
+        help="Only the learning curves: each row to N iterations, greedy val every "
+        "--curve-every iterations (benchmarks/learning_curves.py).",
     )  # fmt: skip
     parser.add_argument("--curve-limit", type=int, default=48, help="val tasks of the curves.")
     parser.add_argument(

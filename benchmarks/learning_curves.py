@@ -32,14 +32,14 @@ from typing import Any
 
 from learning_runs import (  # benchmarks/learning_runs.py
     RESULTS,
+    kv_calc_category,
     load,
     run_config,
     stored_abstention,
 )
 from machine import machine  # benchmarks/machine.py
 
-from seal_graph.registry import get_environment
-from seal_graph.runners.evaluation import category, outcomes
+from seal_graph.runners.evaluation import outcomes
 from seal_graph.store import TraceStore
 
 CURVES = RESULTS / "curves"
@@ -50,7 +50,8 @@ LOOP_STAGES = ("rollout", "diagnose", "evolve", "train", "swap")
 
 
 def curve_config(method: str, seed: int, args: argparse.Namespace) -> Any:
-    """The table's run config, to `--curves` iterations, evaluated on `val` after each."""
+    """The table's run config, to `--curves` iterations, evaluated on `val` every
+    `--curve-every` iterations and after the last."""
     args = argparse.Namespace(**{**vars(args), "iterations": args.curves})
     config = run_config(method, seed, args)
     config.eval = config.eval.model_copy(
@@ -69,10 +70,9 @@ def curve_config(method: str, seed: int, args: argparse.Namespace) -> Any:
 
 def per_category(per_task: dict[str, float]) -> dict[str, float]:
     """Greedy success (%) per kv-calc category from a per-task outcome map."""
-    env = get_environment("kv-calc")
     found: dict[str, list[float]] = {}
     for task_id, value in per_task.items():
-        found.setdefault(category(env.task(task_id)), []).append(value)
+        found.setdefault(kv_calc_category(task_id), []).append(value)
     return {name: 100 * sum(v) / len(v) for name, v in sorted(found.items())}
 
 

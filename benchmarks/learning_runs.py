@@ -156,10 +156,14 @@ def evaluate_checkpoint(
     }
 
 
+def kv_calc_category(task_id: str) -> str:
+    """A kv-calc task's category (base, long_context, miss_func, miss_param)."""
+    return category(get_environment("kv-calc").task(task_id))
+
+
 def stored_abstention(store: TraceStore, run_id: str) -> dict[str, Any]:
     """`seal_graph.abstention` rates per kv-calc category of a stored evaluation."""
-    env = get_environment("kv-calc")
-    return abstention_rates(store.episodes(run_id), lambda task: category(env.task(task)))
+    return abstention_rates(store.episodes(run_id), kv_calc_category)
 
 
 def greedy_settings() -> RolloutSettings:
