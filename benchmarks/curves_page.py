@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from learning_curves import CURVES, WARM_POINT, finished_curves
+from learning_curves import CURVES, WARM_POINT, curve_label, finished_curves
 from learning_runs import ROOT, load
 
 PAGE = ROOT / "docs/results/curves.md"
@@ -79,7 +79,7 @@ def chain_lines(records: list[dict[str, Any]]) -> list[str]:
             calls = _rate(val.get("abstention", {}), "all", "call_rate")
             success = _pct(val.get("success"))
             lines.append(
-                f"| {record['method']} | {p['iteration']} | {train} | {mixed} | {moved} | "
+                f"| {curve_label(record)} | {p['iteration']} | {train} | {mixed} | {moved} | "
                 f"{no_call} | {calls} | {success} |"
             )
     return lines
@@ -100,7 +100,7 @@ def curve_lines(records: list[dict[str, Any]], warm: dict[str, Any] | None) -> l
             with_val = statistics.fmean(p["seconds_with_val"] for p in r["points"])
             per = f"{seconds:.0f} ({with_val:.0f} with val)"
         state = "" if r["finished"] else " (unfinished)"
-        lines.append(f"| {r['method']}{state} | {r['seed']} | {start} | "
+        lines.append(f"| {curve_label(r)}{state} | {r['seed']} | {start} | "
                      + " | ".join(values) + f" | {per} |")  # fmt: skip
     return lines
 
@@ -113,21 +113,24 @@ def budget_lines(records: list[dict[str, Any]]) -> list[str]:
         f"row's budget is the first iteration after which that average never rises by "
         f"{FLAT:g} points or more (with at least {WINDOW} evaluations after it); the table's "
         "budget is "
-        f"the larger of {' and '.join(BUDGET_ROWS)}'s.",
+        f"the larger of {' and '.join(BUDGET_ROWS)}'s. Rows with other optimiser settings "
+        "(val experiments) are read the same way.",
         "",
     ]
-    for row in BUDGET_ROWS:
-        finished = [r for r in records if r["method"] == row and r["finished"]]
-        if not finished:
+    finished = [r for r in records if r["method"] in BUDGET_ROWS and r["finished"]]
+    labels = [*BUDGET_ROWS, *sorted({curve_label(r) for r in finished} - set(BUDGET_ROWS))]
+    for row in labels:
+        mine = [r for r in finished if curve_label(r) == row]
+        if not mine:
             lines.append(f"- {row}: no finished curve yet.")
             continue
-        curve = mean_curve(finished)
+        curve = mean_curve(mine)
         found = budget(curve)
         verdict = f"iteration {found}" if found else "not flat within its iterations"
         peak = max(curve, key=lambda i: (curve[i], -i))
         last = max(curve)
         lines.append(
-            f"- {row} ({len(finished)} seed(s) finished): the rule reads {verdict}; the "
+            f"- {row} ({len(mine)} seed(s) finished): the rule reads {verdict}; the "
             f"highest mean val success is {curve[peak]:.0f}% at iteration {peak}, the last "
             f"{curve[last]:.0f}% at iteration {last}."
         )
@@ -145,7 +148,7 @@ def plot(records: list[dict[str, Any]], warm: dict[str, Any] | None, path: Path)
         points = [(0, 100 * warm["success"])] if warm else []
         points += [(p["iteration"], 100 * p["val"]["success"]) for p in r["points"] if p["val"]]
         xs, ys = zip(*points, strict=True) if points else ((), ())
-        axis.plot(xs, ys, marker="o", markersize=3, label=f"{r['method']} s{r['seed']}")
+        axis.plot(xs, ys, marker="o", markersize=3, label=f"{curve_label(r)} s{r['seed']}")
     axis.set_xlabel("iteration")
     axis.set_ylabel("greedy val success (%)")
     axis.set_ylim(0, 100)

@@ -5,6 +5,8 @@ equal budget, over seeds.
     .venv/bin/python benchmarks/learning.py --report-only         # rebuild the report
     .venv/bin/python benchmarks/learning.py --curves 16 --curve-every 2 --methods \
         vanilla-grpo seal --seeds 0 1 --commit                   # val curves, commit each
+    .venv/bin/python benchmarks/learning.py --curves 8 --curve-every 2 --methods \
+        vanilla-grpo seal --seeds 0 --curve-optim beta=0.04 --commit   # a setting on val
 
 One supervised warm start of the bundled model on kv-calc's expert trajectories (the
 `cpu` preset's, as pinned in `benchmarks/learning.toml`, at `--warm-epochs` SFT epochs) is
@@ -49,7 +51,12 @@ from pathlib import Path
 from typing import Any
 
 from curves_page import write_curves_page  # benchmarks/curves_page.py
-from learning_curves import CURVES, curve_run  # benchmarks/learning_curves.py
+from learning_curves import (  # benchmarks/learning_curves.py
+    CURVES,
+    curve_file,
+    curve_run,
+    optim_overrides,
+)
 from learning_page import write_report  # benchmarks/learning_page.py
 from learning_runs import (  # benchmarks/learning_runs.py
     ADAPTER,
@@ -155,11 +162,19 @@ def main() -> None:
     parser.add_argument(
         "--curve-every", type=int, default=1, help="Evaluate the curves every N iterations."
     )
+    parser.add_argument(
+        "--curve-optim", nargs="+", default=None, metavar="KEY=VALUE",
+        help="The curves' rows with these [optim] settings changed (val experiments, e.g. "
+        "learning_rate=2e-5 beta=0.04); their files and labels name them.",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     parser.add_argument("--resume", action="store_true", help="Skip finished runs.")
     parser.add_argument("--commit", action="store_true", help="git-commit each result file.")
     parser.add_argument("--report-only", action="store_true", help="Rebuild the report only.")
     args = parser.parse_args()
+    args.curve_optim = optim_overrides(args.curve_optim)
+    if args.curve_optim and not args.curves:
+        sys.exit("--curve-optim changes the curves' runs only: add --curves N")
     bookkeeping = ("--report-only", "--resume", "--commit")  # no bearing on the results
     given = sys.argv[1:]
     noted = {i + 1 for i, a in enumerate(given) if a == "--note"}  # recorded apart
@@ -256,14 +271,14 @@ def curves(args: argparse.Namespace) -> None:
     if any(uses_dpo(m) for m in args.methods):
         require_dpo_sweep()
     for method, seed in schedule(args.methods, args.seeds, args.extra_seeds):
-        path = CURVES / f"{method}-s{seed}.json"
+        path = curve_file(method, seed, args)
         if path.exists() and load(path)["finished"]:
             continue
         written = curve_run(method, seed, args)
         print(json.dumps({"curve": method, "seed": seed}), flush=True)
         if args.commit:
             kept = [written, *CURVES.glob("warm-start-val.json"), *write_curves_page()]
-            commit(kept, f"benchmarks/learning: {method} seed {seed} on val, per iteration")
+            commit(kept, f"benchmarks/learning: {path.stem} on val, per iteration")
 
 
 def require_dpo_sweep() -> None:

@@ -19,6 +19,11 @@ The warm start's own `val` point (iteration 0) is measured once, on the first ru
 server, and shared. A run's file (`docs/results/learning/curves/METHOD-sSEED.json`) is
 rewritten after every iteration (`finished: false`) and committed when the run ends; an
 interrupted session's file keeps the iterations it measured.
+
+`--curve-optim KEY=VALUE ...` runs a row with other optimiser settings (a learning rate, a
+KL coefficient: the val experiments that choose the table's settings); its file and label
+name them (`seal@beta=0.04-s0.json`), and the budget reads the table's pinned settings'
+curves only.
 """
 
 from __future__ import annotations
@@ -49,11 +54,48 @@ LOOP_STAGES = ("rollout", "diagnose", "evolve", "train", "swap")
 """An iteration's stages besides its `val` evaluation (`training.report.STAGES` less it)."""
 
 
+def optim_overrides(pairs: list[str] | None) -> dict[str, float]:
+    """`--curve-optim learning_rate=2e-5 beta=0.04` as a mapping checked against the
+    optimiser's settings (a wrong key or value stops before any run starts)."""
+    from pydantic import ValidationError
+
+    from seal_graph.training.settings import OptimConfig
+
+    numeric = [k for k, f in OptimConfig.model_fields.items() if f.annotation is float]
+    found: dict[str, float] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in numeric:
+            raise SystemExit(
+                f"--curve-optim {pair!r}: write KEY=VALUE with KEY one of the numeric [optim] "
+                f"settings ({', '.join(numeric)})"
+            )
+        try:
+            found[key] = float(value)
+            OptimConfig(**{key: found[key]})
+        except (ValueError, ValidationError) as error:
+            raise SystemExit(f"--curve-optim {pair!r}: {error}") from None
+    return dict(sorted(found.items()))
+
+
+def curve_name(method: str, optim: dict[str, float]) -> str:
+    """A row's name in file names: the method, then any optimiser settings it changes."""
+    return method + "".join(f"@{k}={v:g}" for k, v in optim.items())
+
+
+def curve_label(record: dict[str, Any]) -> str:
+    """A row's name on the page: the method, then any optimiser settings it changes."""
+    optim = record.get("optim") or {}
+    changed = ", ".join(f"{k}={v:g}" for k, v in optim.items())
+    return f"{record['method']} ({changed})" if changed else record["method"]
+
+
 def curve_config(method: str, seed: int, args: argparse.Namespace) -> Any:
     """The table's run config, to `--curves` iterations, evaluated on `val` every
-    `--curve-every` iterations and after the last."""
+    `--curve-every` iterations and after the last, with `--curve-optim`'s settings."""
     args = argparse.Namespace(**{**vars(args), "iterations": args.curves})
     config = run_config(method, seed, args)
+    config.optim = config.optim.model_copy(update=args.curve_optim)
     config.eval = config.eval.model_copy(
         update={
             "split": "val",
@@ -119,6 +161,7 @@ def curve_record(
     return {
         "method": method,
         "seed": seed,
+        "optim": args.curve_optim,
         "finished": finished,
         "iterations_planned": args.curves,
         "val_tasks": args.curve_limit,
@@ -137,8 +180,8 @@ def curve_run(method: str, seed: int, args: argparse.Namespace) -> Path:
     from seal_graph.training.run import run_training
 
     CURVES.mkdir(parents=True, exist_ok=True)
-    target = CURVES / f"{method}-s{seed}.json"
-    out = args.out / f"curve-{method}-s{seed}"
+    target = curve_file(method, seed, args)
+    out = args.out / f"curve-{target.stem}"
     config = curve_config(method, seed, args)
     done = threading.Event()
 
@@ -183,6 +226,10 @@ def warm_point(out: Path, method: str, seed: int, args: argparse.Namespace) -> d
         "val_tasks": args.curve_limit,
         "measured_by": f"{method} seed {seed}'s server before its first iteration",
     }
+
+
+def curve_file(method: str, seed: int, args: argparse.Namespace) -> Path:
+    return CURVES / f"{curve_name(method, args.curve_optim)}-s{seed}.json"
 
 
 def finished_curves() -> list[dict[str, Any]]:

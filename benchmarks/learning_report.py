@@ -144,11 +144,12 @@ def mean_abstention(found: list[dict[str, Any] | None]) -> dict[str, Any] | None
 
 def val_curve(method: str) -> list[dict[str, Any]]:
     """The row's `val` success per iteration from its curve runs (`--curves`), the mean
-    over seeds that reached the iteration; empty where the row has no curve."""
+    over seeds that reached the iteration, at the pinned settings (not a `--curve-optim`
+    experiment); empty where the row has no curve."""
     from curves_page import mean_curve  # benchmarks/curves_page.py
     from learning_curves import finished_curves  # benchmarks/learning_curves.py
 
-    mine = [c for c in finished_curves() if c["method"] == method]
+    mine = [c for c in finished_curves() if c["method"] == method and not c.get("optim")]
     return [
         {
             "iteration": i,
