@@ -117,10 +117,6 @@ def test_every_config_field_has_a_description() -> None:
             {"algo": "eto", "ablation": {"adaptation": True, "reweighting": True}},
             "ablation.reweighting=True",
         ),
-        (
-            {"optim": {"beta": 0.04}},  # the cpu preset warm-starts
-            "optim.beta=0.04 pulls the policy toward the model with its adapter switched off",
-        ),
         ({"weighting": {"w_min": 3.0}}, "weighting.w_min=3.0 is above weighting.w_max=2.0"),
         ({"rollout": {"group_sise": 4}}, "rollout.group_sise: Extra inputs are not permitted"),
     ],

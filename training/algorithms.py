@@ -104,6 +104,20 @@ class GRPO(Algorithm):
     def initial_state(self) -> dict[str, Any]:
         return {"rho": dict(self.config.weighting.rho), "optimizer_state": None}
 
+    def after_warm_start(
+        self, run: LoopRun, state: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """With a KL term, RL's reference is the warm start, not the untrained model."""
+        if not self.config.optim.beta:
+            return {}, {}
+        run.policy.keep_reference()
+        return {}, {"reference_version": run.policy.version}
+
+    def open(self, run: LoopRun, state: dict[str, Any]) -> None:
+        """After a restart: the warm start kept as the KL reference again."""
+        if state.get("reference_version"):
+            run.policy.keep_reference(run.adapter_dir(state["reference_version"]))
+
     def train(
         self, run: LoopRun, iteration: int, pairs: Labelled, state: dict[str, Any]
     ) -> TrainResult:

@@ -245,16 +245,6 @@ class TrainConfig(BaseModel):
                     f'swap={self.swap!r}; drop `swap` or set swap = "lora"'
                 )
             self.swap = "lora"
-        if self.algo not in DPO_ALGOS and self.warm_start.epochs and self.optim.beta:
-            # TRL reads the KL reference with the LoRA adapter switched off; the warm start
-            # trains that adapter, so the reference would be the untrained model
-            raise ValueError(
-                f"optim.beta={self.optim.beta} pulls the policy toward the model with its "
-                f"adapter switched off, but warm_start.epochs={self.warm_start.epochs} trains "
-                "that adapter: the KL term would pull toward the untrained model, not the "
-                "warm start. Set optim.beta = 0 with a warm start, or serve the warm-started "
-                "model merged (model = its checkpoint) and set warm_start.epochs = 0"
-            )
         if self.from_run is not None and self.iterations != 1:
             raise ValueError(
                 f"from_run trains one step on a stored run, but the config sets "

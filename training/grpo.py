@@ -21,7 +21,8 @@ Our rollouts are multi-call, multi-turn LangGraph episodes served by vLLM, so
   advantage is the same loss); and `tool_mask` — which TRL multiplies into the loss
   mask — is 1 only on the agent's own sampled tokens, so tool results, user
   turns and template tokens are context, not actions. With `beta > 0` the reference
-  logprobs come from the model with its adapter switched off, as TRL does for PEFT.
+  logprobs come from the policy's kept reference adapter (the warm start: RL's starting
+  point), or, without one, from the model with its adapter switched off, as TRL does.
 * `_get_per_token_logps_and_entropies` forwards each row of a micro-batch alone, cut
   to its own tokens, scores its completion positions only, and lays the results back
   out in the padded batch: no compute on padding or on the first prompt's LM head.
@@ -67,6 +68,7 @@ from seal_graph.training.compute import (
     reset_peak_rss,
     trainer_compute_args,
 )
+from seal_graph.training.policy import reference_weights
 from seal_graph.training.run_output import show_steps
 from seal_graph.training.settings import OptimConfig
 from seal_graph.training.token_logprobs import chosen_logprobs
@@ -318,7 +320,7 @@ class TraceGRPOTrainer(GRPOTrainer):
         if self.beta != 0.0:
             model = self.accelerator.unwrap_model(self.model)
             scored = output["completion_mask"] * agent_mask
-            with torch.no_grad(), model.disable_adapter(), self._scoring(scored):
+            with torch.no_grad(), reference_weights(model), self._scoring(scored):
                 ref, _, _ = self._get_per_token_logps_and_entropies(
                     self.model,
                     torch.cat([output["prompt_ids"], output["completion_ids"]], 1),

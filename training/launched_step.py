@@ -17,6 +17,7 @@ Adam moments (the job's metrics say `optimizer_state_loaded: 0`).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections import deque
@@ -30,9 +31,7 @@ from safetensors.torch import load_file
 from seal_graph.errors import SealGraphError
 from seal_graph.records import TrainingSample
 from seal_graph.training.grpo import OptimConfig, grpo_step
-from seal_graph.training.policy import LoraSettings, Policy
-
-ADAPTER_FILE = "adapter_model.safetensors"
+from seal_graph.training.policy import ADAPTER_FILE, LoraSettings, Policy
 
 
 class StepJob(BaseModel):
@@ -48,13 +47,16 @@ class LaunchedStepError(SealGraphError):
 
 
 def write_job(job_dir: Path, job: StepJob, rows: list[TrainingSample], policy: Policy) -> None:
-    """Job directory: job.json, rows.jsonl and the current adapter (adapter_in/)."""
+    """Job directory: job.json, rows.jsonl, the current adapter (adapter_in/) and the
+    policy's KL reference if it keeps one (adapter_ref/)."""
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "job.json").write_text(job.model_dump_json(indent=2), encoding="utf-8")
     with (job_dir / "rows.jsonl").open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(row.model_dump_json() + "\n")
     policy.save_adapter(job_dir / "adapter_in")
+    shutil.rmtree(job_dir / "adapter_ref", ignore_errors=True)
+    policy.save_reference(job_dir / "adapter_ref")
     (job_dir / "metrics.json").unlink(missing_ok=True)
 
 
@@ -88,6 +90,8 @@ def main(job_dir: Path) -> None:
     job = StepJob.model_validate_json((job_dir / "job.json").read_text("utf-8"))
     policy = Policy(job.base_dir, job.lora)
     set_peft_model_state_dict(policy.model, load_file(str(job_dir / "adapter_in" / ADAPTER_FILE)))
+    if (job_dir / "adapter_ref").is_dir():
+        policy.keep_reference(job_dir / "adapter_ref")
     with (job_dir / "rows.jsonl").open(encoding="utf-8") as handle:
         rows = [TrainingSample.model_validate_json(line) for line in handle]
     optimizer_file = job_dir / "optimizer.pt"

@@ -3,17 +3,29 @@ across loop iterations, and what the server needs to serve it."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
-from safetensors.torch import load_file
+from peft import (
+    LoraConfig,
+    PeftModel,
+    get_peft_model,
+    get_peft_model_state_dict,
+    set_peft_model_state_dict,
+)
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from seal_graph.training.settings import LoraSettings
+
+#: The frozen adapter the GRPO KL term reads, when the policy has one (`keep_reference`).
+REFERENCE = "reference"
+ADAPTER_FILE = "adapter_model.safetensors"
 
 
 class Policy:
@@ -40,14 +52,39 @@ class Policy:
     def load_adapter(self, adapter_dir: Path) -> None:
         """Put the weights of an adapter `save_adapter` wrote into the model (in place:
         the optimiser's references to the parameters stay valid)."""
-        weights = load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
+        weights = load_file(str(Path(adapter_dir) / ADAPTER_FILE))
         set_peft_model_state_dict(self.model, weights)
+
+    def keep_reference(self, adapter_dir: Path | None = None) -> None:
+        """Freeze the adapter as it is now (or as `adapter_dir` holds it) as the KL
+        reference. TRL's reference for a PEFT model is the adapter switched off: the model
+        before any training. After a warm start, RL starts from the warm start, and a KL
+        term toward the untrained model would pull the policy back past it."""
+        if adapter_dir is None:
+            weights = get_peft_model_state_dict(self.model)
+        else:
+            weights = load_file(str(Path(adapter_dir) / ADAPTER_FILE))
+        if REFERENCE not in self.model.peft_config:
+            self.model.add_adapter(REFERENCE, copy.deepcopy(self.model.peft_config["default"]))
+        set_peft_model_state_dict(self.model, weights, adapter_name=REFERENCE)
+        for name, parameter in self.model.named_parameters():
+            if f".{REFERENCE}." in name:
+                parameter.requires_grad_(False)
+
+    def save_reference(self, target: Path) -> Path | None:
+        """Write the kept reference's weights (`ADAPTER_FILE` in `target`); None if none."""
+        if REFERENCE not in self.model.peft_config:
+            return None
+        target.mkdir(parents=True, exist_ok=True)
+        weights = get_peft_model_state_dict(self.model, adapter_name=REFERENCE)
+        save_file({k: v.contiguous() for k, v in weights.items()}, str(target / ADAPTER_FILE))
+        return target
 
     def save_adapter(self, target: Path) -> Path:
         """Write the adapter (PEFT format vLLM loads) atomically to `target`."""
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        self.model.save_pretrained(staging)
+        self.model.save_pretrained(staging, selected_adapters=["default"])
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -116,3 +153,19 @@ class Policy:
 def _chosen(rows: torch.Tensor, completion_ids: list[int]) -> list[float]:
     """Each position's logprob of the token that was actually there."""
     return rows.gather(1, torch.tensor(completion_ids)[:, None])[:, 0].tolist()
+
+
+@contextlib.contextmanager
+def reference_weights(model: PeftModel) -> Iterator[None]:
+    """The GRPO KL reference in place for the forwards inside: the kept reference adapter
+    (`Policy.keep_reference`), else the adapter switched off (TRL's PEFT reference)."""
+    if REFERENCE not in model.peft_config:
+        with model.disable_adapter():
+            yield
+        return
+    active = model.active_adapter
+    model.set_adapter(REFERENCE, inference_mode=True)
+    try:
+        yield
+    finally:
+        model.set_adapter(active)  # trainable again, the reference frozen
