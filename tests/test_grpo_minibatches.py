@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from served_rows import served_rows
 from trl import GRPOTrainer
 
 from seal_graph.bundled_model import ensure_bundled_model
@@ -21,29 +22,15 @@ def policy() -> Policy:
 
 
 def _rows(policy: Policy) -> list[TrainingSample]:
-    """Four samples with the policy's own logprobs as served; the last is an episode
-    whose middle tokens (a tool result) are context, not the agent's."""
-    rows = []
-    for i, answer in enumerate(["set x to 1", "add 2 and 3", "no idea", "hello there friend"]):
-        prompt = policy.tokenizer.apply_chat_template(
-            [{"role": "user", "content": f"task {i}"}], add_generation_prompt=True
-        )
-        prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
-        completion = policy.tokenizer(answer, add_special_tokens=False)["input_ids"]
-        logprobs = policy.completion_logprobs(prompt, completion)
-        mask = [1] * len(completion)
-        if i == 3:
-            mask[1:3] = [0, 0]
-            logprobs = [lp if m else 0.0 for lp, m in zip(logprobs, mask, strict=True)]
-        rows.append(
-            TrainingSample(
-                prompt_token_ids=prompt,
-                completion_token_ids=completion,
-                completion_logprobs=logprobs,
-                agent_mask=mask,
-                advantage=1.0 if i < 2 else -1.0,
-            )
-        )
+    """Four samples; the last is an episode whose middle tokens (a tool result) are
+    context, not the agent's."""
+    answers = ["set x to 1", "add 2 and 3", "no idea", "hello there friend"]
+    rows = served_rows(policy, answers, [1.0, 1.0, -1.0, -1.0])
+    last = rows[-1]
+    mask = [1] * len(last.completion_token_ids)
+    mask[1:3] = [0, 0]
+    logprobs = [lp if m else 0.0 for lp, m in zip(last.completion_logprobs, mask, strict=True)]
+    rows[-1] = last.model_copy(update={"agent_mask": mask, "completion_logprobs": logprobs})
     return rows
 
 

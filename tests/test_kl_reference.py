@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from served_rows import served_rows
 
 from seal_graph.bundled_model import ensure_bundled_model
-from seal_graph.records import TrainingSample
 from seal_graph.training.algorithms import GRPO
 from seal_graph.training.config import load_config
 from seal_graph.training.grpo import grpo_step
@@ -66,23 +66,6 @@ def test_the_kept_reference_is_the_warm_start_frozen_and_never_saved_as_the_poli
         torch.testing.assert_close(_logits(fresh), warm)
 
 
-def _rows(policy: Policy) -> list[TrainingSample]:
-    rows = []
-    for i, answer in enumerate(["set x to 1", "no idea"]):
-        prompt = [1, 504, 3150, 314 + i]
-        completion = policy.tokenizer(answer, add_special_tokens=False)["input_ids"]
-        rows.append(
-            TrainingSample(
-                prompt_token_ids=prompt,
-                completion_token_ids=completion,
-                completion_logprobs=policy.completion_logprobs(prompt, completion),
-                agent_mask=[1] * len(completion),
-                advantage=1.0 - 2 * i,
-            )
-        )
-    return rows
-
-
 @pytest.mark.parametrize("kept", [True, False], ids=["warm start kept", "adapter off"])
 def test_the_first_steps_kl_is_zero_only_against_the_kept_warm_start(
     policy: Policy, tmp_path, kept: bool
@@ -91,7 +74,13 @@ def test_the_first_steps_kl_is_zero_only_against_the_kept_warm_start(
     if kept:
         policy.keep_reference()
     config = OptimConfig(learning_rate=1e-4, beta=0.1, micro_batch=2, precision="fp32")
-    trainer, _ = grpo_step(policy.model, policy.tokenizer, _rows(policy), config, tmp_path)
+    trainer, _ = grpo_step(
+        policy.model,
+        policy.tokenizer,
+        served_rows(policy, ["set x to 1", "no idea"], [1.0, -1.0]),
+        config,
+        tmp_path,
+    )
     kl = next(entry["kl"] for entry in trainer.state.log_history if "kl" in entry)
     assert (kl < 1e-6) if kept else (kl > 1e-3)
 

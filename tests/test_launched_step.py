@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from served_rows import served_rows
 
 from seal_graph.bundled_model import ensure_bundled_model
 from seal_graph.records import TrainingSample
@@ -47,23 +48,8 @@ def policy() -> Policy:
 
 
 def _rows(policy: Policy) -> list[TrainingSample]:
-    """Four calls, two rewarded and two not, with the policy's own logprobs as served."""
-    rows = []
-    for i, answer in enumerate(["set x to 1", "add 2 and 3", "no idea", "hello"]):
-        prompt = policy.tokenizer.apply_chat_template(
-            [{"role": "user", "content": f"task {i}"}], add_generation_prompt=True
-        )
-        prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
-        completion = policy.tokenizer(answer, add_special_tokens=False)["input_ids"]
-        rows.append(
-            TrainingSample(
-                prompt_token_ids=prompt,
-                completion_token_ids=completion,
-                completion_logprobs=policy.completion_logprobs(prompt, completion),
-                advantage=1.0 if i < 2 else -1.0,
-            )
-        )
-    return rows
+    """Four calls, two rewarded and two not."""
+    return served_rows(policy, ["set x to 1", "add 2 and 3", "no idea", "hello"], [1, 1, -1, -1])
 
 
 @pytest.mark.slow  # two ranks train on two cores: over a minute and a half
