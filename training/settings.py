@@ -72,7 +72,12 @@ class OptimConfig(_Settings):
     """Optimiser settings of one GRPO step."""
 
     learning_rate: float = Field(default=1e-6, gt=0, description="AdamW learning rate.")
-    beta: float = Field(default=0.001, ge=0, description="KL coefficient (0 = no reference).")
+    beta: float = Field(
+        default=0.001,
+        ge=0,
+        description="KL coefficient (0 = no reference). The reference is RL's starting "
+        "point: the warm start when there is one, else the served model.",
+    )
     epsilon: float = Field(default=0.2, gt=0, description="Clip range of the ratio.")
     epochs: int = Field(default=1, ge=1, description="Passes over a batch.")
     micro_batch: int = Field(
