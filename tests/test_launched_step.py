@@ -18,14 +18,13 @@ from served_rows import served_rows
 from seal_graph.bundled_model import ensure_bundled_model
 from seal_graph.records import TrainingSample
 from seal_graph.training.launched_step import (
-    ADAPTER_FILE,
     LaunchedStepError,
     StepJob,
     load_result,
     run_job,
     write_job,
 )
-from seal_graph.training.policy import Policy
+from seal_graph.training.policy import ADAPTER_FILE, Policy
 from seal_graph.training.settings import LoraSettings, OptimConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +48,9 @@ def policy() -> Policy:
 
 def _rows(policy: Policy) -> list[TrainingSample]:
     """Four calls, two rewarded and two not."""
-    return served_rows(policy, ["set x to 1", "add 2 and 3", "no idea", "hello"], [1, 1, -1, -1])
+    return served_rows(
+        policy, ["set x to 1", "add 2 and 3", "no idea", "hello"], [1.0, 1.0, -1.0, -1.0]
+    )
 
 
 @pytest.mark.slow  # two ranks train on two cores: over a minute and a half

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
-from safetensors.torch import load_file
 
 from seal_graph import registry
 from seal_graph.errors import ServerError
@@ -33,7 +32,7 @@ from seal_graph.training.config import TrainConfig
 from seal_graph.training.console import console
 from seal_graph.training.dpo import dpo_step, pair_rows
 from seal_graph.training.loop import batch_run_id, default_probe, iteration_tasks, mean, roll_out
-from seal_graph.training.policy import ADAPTER_FILE, Policy
+from seal_graph.training.policy import Policy
 from seal_graph.training.preferences import (
     PreferencePair,
     Trajectory,
@@ -85,8 +84,7 @@ class HardNegativeDPO(Algorithm):
         self.failure = Policy(run.policy.base_dir, run.config.lora)
         version = state.get("failure_version", 0)
         if version > 0:
-            weights = load_file(str(_failure_dir(run, version) / ADAPTER_FILE))
-            set_peft_model_state_dict(self.failure.model, weights)
+            self.failure.load_adapter(_failure_dir(run, version))
             self.failure.version = version
         endpoint = run.endpoint.model_copy(update={"model": FAILURE_NAME})
         # the header names the failure agent by its adapter name; the card is the policy's

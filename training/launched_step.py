@@ -24,14 +24,12 @@ from collections import deque
 from pathlib import Path
 
 import torch
-from peft import set_peft_model_state_dict
 from pydantic import BaseModel
-from safetensors.torch import load_file
 
 from seal_graph.errors import SealGraphError
 from seal_graph.records import TrainingSample
 from seal_graph.training.grpo import OptimConfig, grpo_step
-from seal_graph.training.policy import ADAPTER_FILE, LoraSettings, Policy
+from seal_graph.training.policy import LoraSettings, Policy
 
 
 class StepJob(BaseModel):
@@ -82,14 +80,14 @@ def run_job(job_dir: Path, launcher: list[str], log_path: Path) -> dict[str, flo
 
 def load_result(job_dir: Path, policy: Policy) -> None:
     """Put the step's new adapter weights into the loop's in-memory policy."""
-    set_peft_model_state_dict(policy.model, load_file(str(job_dir / "adapter_out" / ADAPTER_FILE)))
+    policy.load_adapter(job_dir / "adapter_out")
 
 
 def main(job_dir: Path) -> None:
     """The body every launched rank runs."""
     job = StepJob.model_validate_json((job_dir / "job.json").read_text("utf-8"))
     policy = Policy(job.base_dir, job.lora)
-    set_peft_model_state_dict(policy.model, load_file(str(job_dir / "adapter_in" / ADAPTER_FILE)))
+    policy.load_adapter(job_dir / "adapter_in")
     if (job_dir / "adapter_ref").is_dir():
         policy.keep_reference(job_dir / "adapter_ref")
     with (job_dir / "rows.jsonl").open(encoding="utf-8") as handle:
