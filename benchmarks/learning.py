@@ -117,7 +117,11 @@ def main() -> None:
         help="Seeds of the rows beyond the core ones (the ablations, eto, seal-turn, "
         "coevolve-dpo-no-expert).",
     )  # fmt: skip
-    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument(
+        "--iterations", type=int, default=benchmark_config().iterations,
+        help="Loop iterations per run (default: the pinned budget in learning.toml, read "
+        "from the val curves by their rule: docs/results/curves.md).",
+    )  # fmt: skip
     parser.add_argument(
         "--tasks", type=int, default=6,
         help="Training tasks per iteration of a row with a failure agent (the budget rule "
@@ -273,6 +277,14 @@ def curves(args: argparse.Namespace) -> None:
     for method, seed in schedule(args.methods, args.seeds, args.extra_seeds):
         path = curve_file(method, seed, args)
         if path.exists() and load(path)["finished"]:
+            if (planned := load(path)["iterations_planned"]) < args.curves:
+                print(
+                    f"{path.name} finished at {planned} iterations, fewer than --curves "
+                    f"{args.curves}: kept as it is. To take it further, delete it and "
+                    f"{args.out / f'curve-{path.stem}'} (the run starts again from the warm "
+                    "start).",
+                    file=sys.stderr,
+                )
             continue
         written = curve_run(method, seed, args)
         print(json.dumps({"curve": method, "seed": seed}), flush=True)
