@@ -211,7 +211,7 @@ def write_report(args: argparse.Namespace, warm: dict, runs: list[dict]) -> list
     config = run_config(BASELINE, args.seeds[0], args)
     rows = [m for m in ORDER if m in table["methods"]]
     lines = [
-        "# Learning on CPU: kv-calc, the bundled SmolLM2-135M (round 2)",
+        "# Learning on CPU: kv-calc, the bundled SmolLM2-135M (round 3)",
         "",
         f"Rebuilt from the per-run files in `docs/results/learning/` by "
         f"`benchmarks/learning.py --report-only` on {time.strftime('%Y-%m-%d %H:%M')}. "
