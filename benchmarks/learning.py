@@ -276,8 +276,9 @@ def curves(args: argparse.Namespace) -> None:
         require_dpo_sweep()
     for method, seed in schedule(args.methods, args.seeds, args.extra_seeds):
         path = curve_file(method, seed, args)
-        if path.exists() and load(path)["finished"]:
-            if (planned := load(path)["iterations_planned"]) < args.curves:
+        saved = load(path) if path.exists() else None
+        if saved and saved["finished"]:
+            if (planned := saved["iterations_planned"]) < args.curves:
                 print(
                     f"{path.name} finished at {planned} iterations, fewer than --curves "
                     f"{args.curves}: kept as it is. To take it further, delete it and "
