@@ -8,23 +8,24 @@ equal budget, over seeds.
     .venv/bin/python benchmarks/learning.py --curves 8 --curve-every 2 --methods \
         vanilla-grpo seal --seeds 0 --curve-optim beta=0.04 --commit   # a setting on val
 
-One supervised warm start of the bundled model on kv-calc's expert trajectories (the
-`cpu` preset's, as pinned in `benchmarks/learning.toml`, at `--warm-epochs` SFT epochs) is
+One supervised warm start of the bundled model on kv-calc's expert trajectories (the `cpu`
+preset's, as pinned in `benchmarks/learning.toml`, at `--warm-epochs` SFT epochs) is
 merged into a checkpoint that every run starts from. Then, per seed, every row:
 `--iterations` loop iterations, each rolling out the same number of episodes (the budget
 rule, `learning_runs.training_tasks`: a coevolve-dpo row's policy and failure agent
 together, `--tasks` x (`--group` + the failure agent's group); a row without a failure
 agent rolls out as many with its policy alone), then `--mini-batches` optimiser steps
 (GRPO: over the iteration's episodes; DPO: one round of `--pairs` pairs); `sft-more`
-trains the warm start one pass on exactly the expert sequences its seed's coevolve-dpo
-run replayed. Each run records what it spent (episodes of every agent, trained tokens,
-expert sequences, optimiser steps), the code commit, the trained and served versions and
-every swap's status, and ends with greedy and sampled evaluations on `--eval-limit` of
-kv-calc's `test` tasks (the same ones for every run, round-robin over the categories) and
-a greedy one on all `ood` tasks, on the base interface. The warm start and the first
-vanilla-grpo run's final checkpoint are evaluated twice (evaluation noise). Settings come
-from the `val` sweeps (`docs/results/sweep.md`; the DPO rows' learning rate from
-`--sweep-dpo`, which they wait for); `test` is read only by these final evaluations.
+trains the warm start at a GRPO run's compute: as many optimiser steps, one pass over the
+expert solutions of the tasks that run of its seed trains on. Each run records what it
+spent (episodes of every agent, trained tokens, expert sequences, optimiser steps), the
+code commit, the trained and served versions and every swap's status, and ends with greedy
+and sampled evaluations on `--eval-limit` of kv-calc's `test` tasks (the same ones for
+every run, round-robin over the categories) and a greedy one on all `ood` tasks, on the
+base interface. The warm start and the first vanilla-grpo run's final checkpoint are
+evaluated twice (evaluation noise). Settings come from the `val` sweeps
+(`docs/results/sweep.md`; the DPO rows' learning rate from `--sweep-dpo`, which they wait
+for); `test` is read only by these final evaluations.
 
     .venv/bin/python benchmarks/learning.py --sweep-dpo 2e-5 5e-5 1e-4 --commit
 

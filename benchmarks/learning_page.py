@@ -346,10 +346,11 @@ def design_lines(args: argparse.Namespace, warm: dict, config: Any, family: int)
         f"as many with its policy alone ({grpo_tasks} tasks x {args.group}); "
         f"{args.mini_batches} optimiser step per iteration (GRPO over the iteration's "
         f"episodes with a non-zero advantage, at most {config.optim.max_samples}; DPO one "
-        f"round of at most {args.pairs} pairs); `sft-more` "
-        "trains the warm start one pass on exactly the expert sequences its seed's "
-        "coevolve-dpo run replayed (what more expert data alone buys). Every row's spend "
-        "is in the budget table.",
+        f"round of at most {args.pairs} pairs); `sft-more` trains the warm start at a GRPO "
+        f"row's compute: as many optimiser steps ({args.iterations * args.mini_batches}), "
+        "one pass over the expert solutions of the tasks its seed's GRPO rows train on, at "
+        "the warm start's learning rate (what the RL budget buys spent on expert data). "
+        "Every row's spend is in the budget table.",
         f"- **Settings** from the `val` sweeps only: warm start, temperature "
         f"{config.rollout.temperature}, GRPO learning rate {config.optim.learning_rate:g} "
         f"([sweep.md](sweep.md)); the DPO rows' learning rate "

@@ -27,17 +27,18 @@ from seal_graph.store import TraceStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SFT_MORE = "sft-more"
-"""Not a loop: the warm start trained further, one pass, on exactly the expert sequences
-its seed's coevolve-dpo run replayed (`sft_more_run`): the baseline an RL gain must beat."""
+"""Not a loop: the warm start trained further on expert solutions at a GRPO run's compute
+(its optimiser steps, on the tasks it trains on: `sft_more_run`): the baseline an RL gain
+must beat."""
 RESULTS = ROOT / "docs/results/learning"
 ADAPTER = RESULTS / "warm-start-adapter"
 METHODS: dict[str, dict[str, Any]] = {
-    # the core rows (>= 5 seeds), in the order a seed runs them: sft-more trains on the
-    # expert sequences its seed's coevolve-dpo run replayed, so it comes after it
+    # the core rows (>= 5 seeds), in the order a seed runs them (the DPO rows wait for
+    # their val sweep: `dpo_rows_wait`)
     "vanilla-grpo": {"algo": "vanilla-grpo"},
     "seal": {"algo": "seal", "weighting": {"mode": "trajectory"}},
-    "coevolve-dpo": {"algo": "coevolve-dpo"},
     "sft-more": {"algo": SFT_MORE},
+    "coevolve-dpo": {"algo": "coevolve-dpo"},
     # hard negatives + the failure agent, with SEAL's diagnosis-driven interface
     # evolution (DPO has no advantages, so diagnosis weights have nothing to scale)
     "seal-coevolve-dpo": {"algo": "coevolve-dpo", "ablation": {"adaptation": True}},
@@ -716,36 +717,42 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
-    """The warm start trained further, one pass (the warm start's batch size and learning
-    rate), on exactly the expert sequences its seed's coevolve-dpo run replayed, then
-    evaluated as every run is: what more expert data alone buys."""
+    """The warm start trained further at the GRPO rows' compute: as many optimiser steps
+    as a GRPO run of its seed takes (`--iterations` x `--mini-batches`), one pass over the
+    expert solutions of exactly the tasks that run trains on (`iteration_tasks`, the same
+    for vanilla-grpo and seal), at the warm start's learning rate; then evaluated as every
+    run is. What the RL rows' budget buys when spent on expert data instead."""
     from datasets import Dataset
 
+    from seal_graph.training.loop import iteration_tasks
     from seal_graph.training.policy import Policy
     from seal_graph.training.sft import expert_trajectories
     from seal_graph.training.sft import warm_start as sft
 
-    source = RESULTS / f"coevolve-dpo-s{seed}.json"
-    if not source.exists():
-        sys.exit(f"sft-more seed {seed} trains on what {source.name} replayed: run it first")
-    replayed = load(source)["budget"]["expert_tasks"]
+    grpo = run_config(BASELINE, seed, args)
+    seen = [iteration_tasks(grpo, i) for i in range(args.iterations)]
+    steps = args.iterations * args.mini_batches
     out = args.out / f"{SFT_MORE}-s{seed}"
     began = time.perf_counter()
     config = benchmark_config(model=str(args.out / "warm-start-model"), seed=seed)
     policy = Policy(args.out / "warm-start-model", config.lora)
     env = get_environment("kv-calc")
-    tasks = [env.task(task) for iteration in replayed for task in iteration]
+    tasks = [env.task(task) for iteration in seen for task in iteration]
     experts = asyncio.run(expert_trajectories(env, tasks, policy.tokenizer))
     rows = [
         {"input_ids": t.token_ids, "completion_mask": t.agent_mask} for t in experts.trajectories
     ]
-    steps = -(-len(rows) // config.warm_start.batch_size)
-    metrics: dict[str, Any] = {"trained_tokens": 0.0}
+    metrics: dict[str, Any] = {"trained_tokens": 0.0, "optimizer_steps": 0.0}
     model = args.out / "warm-start-model"
     if rows:
         settings = config.warm_start.model_copy(update={"epochs": 1})  # each row once
         metrics = sft(
-            policy.model, policy.tokenizer, Dataset.from_list(rows), settings, out / "sft"
+            policy.model,
+            policy.tokenizer,
+            Dataset.from_list(rows),
+            settings,
+            out / "sft",
+            optimizer_steps=steps,
         )
         model = policy.save_merged(out / "final-model")
     trained = time.perf_counter() - began
@@ -766,10 +773,11 @@ def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
             "trained_tokens": metrics["trained_tokens"],
             # counted as coevolve-dpo counts them: expert episodes (one per task replayed);
             # an episode whose calls do not chain trains as several sequences (sft_rows)
-            "expert_sequences": len(tasks),
+            "expert_sequences": len(tasks) - sum(map(len, experts.dropped.values())),
             "sft_rows": len(rows),
-            "optimizer_steps": steps if rows else 0,
-            "expert_tasks": replayed,
+            "optimizer_steps": int(metrics["optimizer_steps"]),
+            "step_budget": steps,
+            "expert_tasks": seen,
         },
         "commit": args.code,
         "versions": {"trained": "sft-more", "served": "sft-more (merged)"},
@@ -782,7 +790,7 @@ def sft_more_run(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "test": evaluation["test"],
         "ood": evaluation["ood"],
         "curve": [],
-        "optimizer_steps": steps if rows else 0,
+        "optimizer_steps": int(metrics["optimizer_steps"]),
         "trained_episodes": 0,
         "sft": metrics,
         "minutes": (time.perf_counter() - began) / 60,

@@ -12,7 +12,7 @@ from seal_graph.registry import get_environment
 from seal_graph.training.compute import trainer_compute_args
 from seal_graph.training.policy import Policy
 from seal_graph.training.settings import LoraSettings, WarmStartSettings
-from seal_graph.training.sft import EpisodeSFTTrainer, expert_dataset
+from seal_graph.training.sft import EpisodeSFTTrainer, expert_dataset, warm_start
 
 
 def test_episodes_forwarded_alone_give_trls_loss_on_the_padded_batch(tmp_path) -> None:
@@ -37,3 +37,22 @@ def test_episodes_forwarded_alone_give_trls_loss_on_the_padded_batch(tmp_path) -
         padded = SFTTrainer.compute_loss(trainer, trainer.model, dict(batch))
     assert torch.allclose(alone, padded, atol=1e-4), (alone, padded)
     assert trainer.forwarded_tokens == int(lengths.sum())
+
+
+def test_a_step_budget_trains_every_sequence_once_in_that_many_optimiser_steps(
+    tmp_path,
+) -> None:
+    """sft-more is held to a GRPO run's optimiser steps (benchmarks/learning_runs.py): the
+    pass accumulates micro-batches instead of taking one step per `batch_size`."""
+    policy = Policy(ensure_bundled_model(), LoraSettings(r=4, alpha=8))
+    settings = WarmStartSettings(
+        tasks_per_category=1, batch_size=1, epochs=1, learning_rate=1e-4, precision="fp32"
+    )
+    dataset, _ = expert_dataset(get_environment("kv-calc"), settings, policy.tokenizer)
+    assert len(dataset) >= 4  # so that one step per sequence would be more than 2
+    metrics = warm_start(
+        policy.model, policy.tokenizer, dataset, settings, tmp_path, optimizer_steps=2
+    )
+    assert metrics["optimizer_steps"] == 2
+    lengths = sum(len(row["input_ids"]) for row in dataset)
+    assert metrics["trained_tokens"] == lengths  # every sequence forwarded once

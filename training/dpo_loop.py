@@ -142,7 +142,7 @@ class HardNegativeDPO(Algorithm):
         roll_out(
             run,
             batch,
-            iteration_tasks(run, iteration),
+            iteration_tasks(run.config, iteration),
             settings,
             interface=interface,
             policy_version=f"failure-{state.get('failure_served')}",
@@ -169,7 +169,7 @@ class HardNegativeDPO(Algorithm):
         """One DPO round for the failure agent (coevolve-dpo), then one for the target."""
         config = run.config
         env = registry.get_environment(config.env)
-        tasks = {t: env.task(t) for t in iteration_tasks(run, iteration)}
+        tasks = {t: env.task(t) for t in iteration_tasks(run.config, iteration)}
         system = {t: BASE_INTERFACE.system_prompt(task.system_prompt) for t, task in tasks.items()}
         tools = {t: task_tools(env, task) for t, task in tasks.items()}
         target_episodes = run.store.episodes(batch_run_id(run, iteration))

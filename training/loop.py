@@ -27,6 +27,7 @@ from seal_graph.runners.rollouts import RolloutBatchReport, run_rollouts
 from seal_graph.serving import ModelEndpoint
 from seal_graph.settings import RolloutSettings
 from seal_graph.training.advantages import episode_reward, key_statistics
+from seal_graph.training.config import TrainConfig
 from seal_graph.training.console import console
 from seal_graph.training.from_run import import_batch
 from seal_graph.training.replicas import ReplicasSwap
@@ -53,12 +54,13 @@ def eval_batch_id(run: LoopRun, iteration: int) -> str:
     return f"{run.run_id}/eval-{names.get(iteration, f'it{iteration + 1}')}"
 
 
-def iteration_tasks(run: LoopRun, iteration: int) -> list[str]:
-    """The iteration's training tasks: a seeded sample of the split (reproducible)."""
-    env = registry.get_environment(run.config.env)
-    ids = [t.id for t in env.tasks(run.config.rollout.split)]
-    rng = random.Random(f"{run.config.seed}/{iteration}")
-    return rng.sample(ids, min(run.config.rollout.tasks_per_iteration, len(ids)))
+def iteration_tasks(config: TrainConfig, iteration: int) -> list[str]:
+    """The iteration's training tasks: a seeded sample of the split (reproducible, so a
+    baseline trained outside the loop can see the tasks a run of its seed trains on)."""
+    env = registry.get_environment(config.env)
+    ids = [t.id for t in env.tasks(config.rollout.split)]
+    rng = random.Random(f"{config.seed}/{iteration}")
+    return rng.sample(ids, min(config.rollout.tasks_per_iteration, len(ids)))
 
 
 def roll_out(
@@ -107,7 +109,7 @@ def rollout(
         report = roll_out(
             run,
             batch,
-            iteration_tasks(run, iteration),
+            iteration_tasks(run.config, iteration),
             run.config.rollout,
             interface=interface,
             policy_version=f"step-{served_version}",

@@ -256,17 +256,24 @@ def warm_start(
     settings: WarmStartSettings,
     output_dir: Path,
     callbacks: list[Any] | None = None,
+    optimizer_steps: int | None = None,
 ) -> dict[str, float]:
     """`settings.epochs` whole passes over the expert sequences, each in a fresh random
     order (every sequence trained once per epoch); returns the trainer's metrics, with
     the sequences and tokens trained on and their rate. `callbacks`: TRL/transformers
-    trainer callbacks."""
+    trainer callbacks. `optimizer_steps`: each epoch in at most that many optimiser steps
+    (micro-batches of `batch_size`, gradients accumulated), for a baseline held to another
+    run's step budget rather than to a batch size."""
     began = time.perf_counter()
-    steps_per_epoch = -(-len(dataset) // settings.batch_size)
+    accumulate = 1
+    if optimizer_steps is not None:
+        accumulate = max(1, -(-len(dataset) // (optimizer_steps * settings.batch_size)))
+    steps_per_epoch = -(-len(dataset) // (settings.batch_size * accumulate))
     args = SFTConfig(
         output_dir=str(output_dir),
         num_train_epochs=settings.epochs,
         per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=accumulate,
         learning_rate=settings.learning_rate,
         lr_scheduler_type="constant",
         logging_steps=max(1, steps_per_epoch * settings.epochs // 8),
