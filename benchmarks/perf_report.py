@@ -168,13 +168,15 @@ def write_report(results: dict, commands: dict[str, str]) -> Path:
             f"| {t['write_episodes_per_s']} | {t['read_episodes_per_s']} | "
             f"{t['training_samples_per_s']} | {t['bytes_per_episode']} |",
         ]
-    if "main" in results:
-        m = results["main"]
+    for section, machine_type in (("main", "bf16 kernels"), ("main-without-bf16", "no bf16")):
+        if section not in results:
+            continue
+        m = results[section]
         lines += [
             "",
-            "## The README's main command, first run",
+            f"## The README's main command, first run ({machine_type})",
             "",
-            f"`{commands['main']}`",
+            f"`{commands[section]}`",
             "",
             f"Fresh clone of {m.get('commit', 'HEAD')}, its own install "
             f"({m.get('install_seconds', '—')} s, pip's cache warm), empty `SEAL_GRAPH_HOME` "
