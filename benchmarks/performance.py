@@ -55,6 +55,8 @@ from seal_graph import ModelServer, ServerSettings
 
 MAIN_SECTIONS = {True: "main", False: "main-without-bf16"}
 """The main command's section of performance.json, by whether the CPU has bf16 kernels."""
+REPORTS = {"main": "docs/results/cpu-loop", "main-without-bf16": "docs/results/cpu-loop-avx2"}
+"""Where each section's run keeps its report as written, with its plots."""
 
 
 def main() -> None:
@@ -94,7 +96,8 @@ def main() -> None:
         if "limit" in args.only:
             results["limit"] = bench_limit()
         if "main" in args.only:  # one section per machine type: the README gives both
-            results[MAIN_SECTIONS[has_bf16_kernels()]] = bench_main_command(work)
+            section = MAIN_SECTIONS[has_bf16_kernels()]
+            results[section] = bench_main_command(work, ROOT / REPORTS[section])
     command = f".venv/bin/python benchmarks/performance.py {' '.join(sys.argv[1:])}".strip()
     command += f"  ({time.strftime('%Y-%m-%d %H:%M')}; {machine()})"
     saved = ROOT / "docs/results/performance.json"
