@@ -571,7 +571,8 @@ def against_targets(table: dict, runs: list[dict], args: argparse.Namespace) -> 
     if rl:
         best = max(rl, key=lambda m: rl[m]["mean"])
         lines.append(
-            f"- The best RL row >= sft-more + 5, paired interval excluding 0: {best} "
+            "- The best RL row >= sft-more at equal compute (a GRPO row's optimiser steps) + 5, "
+            f"paired interval excluding 0: {best} "
             f"{_cell(rl[best])} (the best chosen after the fact, among {len(rl)} rows): "
             + verdict(rl[best]["mean"] >= 5 and rl[best]["ci"][0] > 0, best, SFT_MORE)
             + "."
