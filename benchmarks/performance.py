@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import cpu_name, has_bf16_kernels, machine  # benchmarks/machine.py
+from machine import cpu_name, machine  # benchmarks/machine.py
 from perf_report import write_report
 from perf_serving import (
     ROOT,
@@ -52,11 +52,14 @@ from perf_system import bench_main_command, bench_store
 from perf_training import bench_grpo, bench_limit, bench_step
 
 from seal_graph import ModelServer, ServerSettings
+from seal_graph.serving.launch import has_bf16_kernels
 
-MAIN_SECTIONS = {True: "main", False: "main-without-bf16"}
-"""The main command's section of performance.json, by whether the CPU has bf16 kernels."""
-REPORTS = {"main": "docs/results/cpu-loop", "main-without-bf16": "docs/results/cpu-loop-avx2"}
-"""Where each section's run keeps its report as written, with its plots."""
+MAIN_SECTIONS = {
+    True: ("main", "docs/results/cpu-loop"),
+    False: ("main-without-bf16", "docs/results/cpu-loop-avx2"),
+}
+"""By whether the CPU has bf16 kernels: the main command's section of performance.json,
+and where its run's report is kept as written, with its plots."""
 
 
 def main() -> None:
@@ -96,8 +99,8 @@ def main() -> None:
         if "limit" in args.only:
             results["limit"] = bench_limit()
         if "main" in args.only:  # one section per machine type: the README gives both
-            section = MAIN_SECTIONS[has_bf16_kernels()]
-            results[section] = bench_main_command(work, ROOT / REPORTS[section])
+            section, kept = MAIN_SECTIONS[has_bf16_kernels()]
+            results[section] = bench_main_command(work, ROOT / kept)
     command = f".venv/bin/python benchmarks/performance.py {' '.join(sys.argv[1:])}".strip()
     command += f"  ({time.strftime('%Y-%m-%d %H:%M')}; {machine()})"
     saved = ROOT / "docs/results/performance.json"
@@ -109,7 +112,7 @@ def main() -> None:
             for r in results["rollout"]
             if r["concurrency"] in (8, 16)
         }
-    for section in MAIN_SECTIONS.values():
+    for section, _ in MAIN_SECTIONS.values():
         if section in results:  # by machine type (the CPU's name and its bf16 kernels)
             main = results[section]
             merged.setdefault("main_command_seconds", {})[cpu_name()] = main["seconds"]
