@@ -18,7 +18,8 @@ from seal_graph.training.config import load_config
 from seal_graph.training.resources import open_run
 from seal_graph.training.run import run_training
 
-pytestmark = pytest.mark.server
+# Four server starts (about four minutes on an AVX2-only CPU): run with `pytest -m slow`.
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
 def _config(**overrides):

@@ -18,7 +18,8 @@ from seal_graph.runners.rollouts import run_rollouts
 from seal_graph.settings import RolloutSettings
 from seal_graph.store import TraceStore
 
-pytestmark = pytest.mark.server
+# A server start and a restart (over two minutes on an AVX2-only CPU): `pytest -m slow`.
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 TASKS = [t.id for t in get_environment("kv-calc").tasks("train")[:4]]
 
