@@ -39,10 +39,10 @@ ORDER = [SFT_MORE, BASELINE, "seal", "seal-turn", "seal-no-reweighting", "seal-n
 """Rows as the page lists them: the baseline without RL, the GRPO family, the DPO family."""
 RL_ROWS = [m for m in ORDER if m != SFT_MORE]
 PAPER_GAIN_CATEGORIES = ("miss_param", "miss_func")
+"""The kv-calc categories where the paper's SEAL gains most over vanilla GRPO."""
 NOTHING_TO_AMPLIFY_BELOW = 10.0
 """Training success (%) on miss_* under which the page reads that SEAL had nothing to
 amplify (round 2's rows: 55 of ~7,500 miss_* episodes succeeded)."""
-"""The kv-calc categories where the paper's SEAL gains most over vanilla GRPO."""
 ROUND1 = "learning-round1/learning.md"
 ROUND2 = "learning-round2/learning.md"
 
