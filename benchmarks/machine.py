@@ -40,6 +40,14 @@ def cpu_of(machine_text: str) -> str:
     return machine_text.partition(",")[0]
 
 
+def libraries_of(machine_text: str) -> dict[str, str]:
+    """The library versions a `machine()` text records (what follows its `; `), by name:
+    a fresh install can bring a newer release (peft 0.21.2 became 0.22.0 between two
+    sessions of one table), and a table's runs should share one set."""
+    listed = machine_text.partition("; ")[2]
+    return dict(item.split(" ", 1) for item in listed.split(", ") if " " in item)
+
+
 def machine(served_in: str | None = None) -> str:
     """CPU, cores, memory, serving dtype (`served_in`, default this machine's fastest)
     and the library versions the numbers depend on."""
