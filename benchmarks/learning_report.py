@@ -11,7 +11,7 @@ import re
 import statistics
 from typing import Any
 
-from learning_runs import BASELINE, ROOT, SFT_MORE  # benchmarks/learning_runs.py
+from learning_runs import BASELINE, ROOT, SEAL, SFT_MORE  # benchmarks/learning_runs.py
 
 from seal_graph.registry import get_environment
 from seal_graph.runners.evaluation import category
@@ -51,15 +51,27 @@ def run_values(run: dict, key: str) -> dict[str, float]:
 
 
 SPLITS = ("test", "test_sampled", "ood")
-REFERENCES = {"warm_start": None, "vanilla": BASELINE, "sft_more": SFT_MORE}
-"""What every row is compared with, paired by task (and by seed for the rows)."""
+REFERENCES = {"warm_start": None, "vanilla": BASELINE, "sft_more": SFT_MORE, "seal": SEAL}
+"""What a row is compared with, paired by task (and by seed for the rows); SEAL only by
+its own variants (`references`)."""
+
+
+def references(method: str) -> dict[str, str | None]:
+    """The rows `method` is compared with: every row with the warm start, vanilla GRPO
+    and sft-more; SEAL's variants (`seal-*`: ablations, the turn-level and DPO variants)
+    with SEAL too, since what they ask is what that one change does to SEAL."""
+    return {
+        name: reference
+        for name, reference in REFERENCES.items()
+        if reference != method and (reference != SEAL or method.startswith(f"{SEAL}-"))
+    }
 
 
 def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
     """learning.json: per method, mean and 95% interval (seeds and tasks resampled) of
-    each score, per category too, and of the paired differences to the warm start, to
-    vanilla GRPO and to sft-more, each with a seed-level sign-flip p-value and its Holm
-    adjustment over every comparison reported; the budget each row spent."""
+    each score, per category too, and of the paired differences to the rows `references`
+    names, each with a seed-level sign-flip p-value and its Holm adjustment over every
+    comparison reported; the budget each row spent."""
     methods: dict[str, Any] = {}
     family: dict[str, float] = {}
     for method in dict.fromkeys(r["method"] for r in runs):
@@ -69,9 +81,7 @@ def summary(runs: list[dict], warm: dict) -> dict[str, Any]:
             entry[key] = interval(*seeds_and_tasks_ci([run_values(r, key) for r in mine]))
         entry["by_category"] = {key: by_category(mine, warm, runs, key) for key in SPLITS}
         entry["comparisons"] = {}
-        for name, reference in REFERENCES.items():
-            if reference == method:
-                continue
+        for name, reference in references(method).items():
             others = warm if reference is None else [r for r in runs if r["method"] == reference]
             for key in SPLITS:
                 paired = differences(mine, others, key)
@@ -161,14 +171,12 @@ def val_curve(method: str) -> list[dict[str, Any]]:
 
 
 def by_category(runs: list[dict], warm: dict, everything: list[dict], key: str) -> dict:
-    """Per task category: success and the paired differences to the warm start, to
-    vanilla GRPO and to sft-more (by seed; where those rows have the seed)."""
+    """Per task category: success and the paired differences to the rows `references`
+    names (by seed; where those rows have the seed)."""
     categories: dict[str, Any] = {}
     for name in sorted({category_of(t) for r in runs for t in run_values(r, key)}):
         entry = {"success": interval(*seeds_and_tasks_ci([only(r, key, name) for r in runs]))}
-        for reference, method in REFERENCES.items():
-            if method == runs[0]["method"]:
-                continue
+        for reference, method in references(runs[0]["method"]).items():
             others = warm if method is None else [r for r in everything if r["method"] == method]
             paired = [
                 {t: v - theirs[t] for t, v in mine.items()}

@@ -53,6 +53,8 @@ EXTRA_METHODS: dict[str, dict[str, Any]] = {  # >= 3 seeds
     "coevolve-dpo-no-expert": {"algo": "coevolve-dpo", "dpo": {"expert_chosen": False}},
 }
 BASELINE = "vanilla-grpo"
+SEAL = "seal"
+"""The method whose variants (`seal-*`) are also compared with it (`learning_report`)."""
 SWAP_FIELDS = {"version", "ok", "mean_logprob_diff", "rolled_back", "error"}
 """What a run file keeps of each swap: whether the served policy is the trained one."""
 LORA_SERVING_DTYPE = "float32"
