@@ -73,6 +73,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     dpo_rate_chosen,
     dpo_rows_wait,
     dpo_sweep_run,
+    final_val,
     load,
     null_reasons,
     repeat_final_evaluation,
@@ -161,7 +162,7 @@ def main() -> None:
     parser.add_argument(
         "--sweep-dpo", type=float, nargs="+", default=None, metavar="RATE",
         help="Only the DPO rows' val sweep: coevolve-dpo at these learning rates, seed 0, "
-        "evaluated on val after every iteration (the DPO rows wait for it).",
+        "evaluated on val halfway and after the last iteration (the DPO rows wait for it).",
     )  # fmt: skip
     parser.add_argument("--sweep-limit", type=int, default=48, help="val tasks of the sweep.")
     parser.add_argument(
@@ -268,9 +269,7 @@ def sweep_dpo(args: argparse.Namespace) -> None:
             continue
         rows.append(dpo_sweep_run(rate, args))
         DPO_SWEEP.write_text(json.dumps({**saved, "rows": rows}, indent=2), encoding="utf-8")
-        print(
-            json.dumps({"learning_rate": rate, "val": rows[-1]["iterations"][-1]["val"]["success"]})
-        )
+        print(json.dumps({"learning_rate": rate, "val": final_val(rows[-1])["success"]}))
         if args.commit:
             commit([DPO_SWEEP], f"benchmarks/learning: DPO learning rate {rate:g} on val")
     pinned = benchmark_config().dpo.learning_rate

@@ -24,6 +24,7 @@ from learning_runs import (  # benchmarks/learning_runs.py
     dpo_rate_chosen,
     dpo_rates_to_run,
     dpo_rows_wait,
+    final_val,
     load,
     run_config,
     schedule,
@@ -714,37 +715,44 @@ def sweep_lines() -> list[str]:
     pinned = benchmark_config().dpo.learning_rate
     kept = None if dpo_rates_to_run(saved) else dpo_rate_chosen(rows, pinned)
     wait = dpo_rows_wait(saved, pinned)
+    evaluated = sorted({p["iteration"] for r in rows for p in r["iterations"] if p["val"]})
     lines += [
         "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy "
-        f"on {len(rows[0]['iterations'][0]['val']['per_task'])} `val` tasks after each "
-        "iteration on the run's own server. The rule: the rate with the highest `val` "
+        f"on {len(final_val(rows[0])['per_task'])} `val` tasks after the iterations shown "
+        "(— where a rate was not evaluated) on the run's own server. The rule: the rate "
+        "with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
         "that rate's 95% interval; nothing is kept before the whole declared grid has run."
         + ("" if kept is None else f" Kept: **{kept:g}**.")
         + ("" if wait is None else f" **The DPO rows wait**: {wait}."),
         "",
-        "| learning rate | "
-        + " | ".join(f"val after it {p['iteration']}" for p in rows[0]["iterations"])
+        "| learning rate | val before training | "
+        + " | ".join(f"val after it {i}" for i in evaluated)
         + " | val tasks whose outcome differs from the warm start's | training success | "
         "DPO round | swaps | minutes | command |",
-        "|---|" + "---|" * (len(rows[0]["iterations"]) + 6),
+        "|---|---|" + "---|" * (len(evaluated) + 6),
     ]
     warm = saved.get("warm_start", {}).get("val")
     if warm:
         lines.append(
             f"| none (the warm start, a fresh server) | {_percent(warm['success'], warm['ci'])} "
-            "| — | — | — | — | — | — | — |"
+            + "| — " * (len(evaluated) + 6)
+            + "|"
         )
     for row in sorted(rows, key=lambda r: r["learning_rate"]):
         its = row["iterations"]
+        val_at = {p["iteration"]: p for p in its if p["val"]}
         lines.append(
-            f"| {row['learning_rate']:g} | "
-            + " | ".join(_percent(p["val"]["success"], p["val"]["ci"]) for p in its)
+            f"| {row['learning_rate']:g} | the warm start's | "
+            + " | ".join(
+                _percent(p["val"]["success"], p["val"]["ci"]) if (p := val_at.get(i)) else "—"
+                for i in evaluated
+            )
             + " | "
             + (
                 ", ".join(
                     str(sum(p["val"]["per_task"][t] != v for t, v in warm["per_task"].items()))
-                    for p in its
+                    for p in val_at.values()
                 )
                 if warm
                 else "—"

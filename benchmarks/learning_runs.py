@@ -382,17 +382,19 @@ DPO_SWEEP = RESULTS / "sweep-dpo.json"
 
 def dpo_sweep_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
     """coevolve-dpo at seed 0 with DPO learning rate `rate`, the benchmark's budget, from
-    the shared warm start, evaluated greedily on `--sweep-limit` `val` tasks after every
-    iteration (on the run's own server): the rule of `benchmarks/sweep.py` then keeps the
-    rate with the highest `val` success after the last iteration, the pinned one where the
-    intervals cannot tell them apart. `test` is not read."""
+    the shared warm start, evaluated greedily on `--sweep-limit` `val` tasks halfway and
+    after the last iteration (on the run's own server; `sweep_eval_every`): the rule of
+    `benchmarks/sweep.py` then keeps the rate with the highest `val` success after the last
+    iteration, the pinned one where the intervals cannot tell them apart. Every
+    iteration's training record is kept. `test` is not read."""
     from seal_graph.training.metrics import history_of
     from seal_graph.training.run import run_training
 
     config = run_config("coevolve-dpo", 0, args)
     config.dpo.learning_rate = rate
     config.eval = config.eval.model_copy(
-        update={"split": "val", "every": 1, "limit": args.sweep_limit, "final": True,
+        update={"split": "val", "every": sweep_eval_every(args.iterations),
+                "limit": args.sweep_limit, "final": True,
                 "final_splits": [], "samples": 0}
     )  # fmt: skip
     out = args.out / f"sweep-dpo-lr{rate:g}"
@@ -405,13 +407,14 @@ def dpo_sweep_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
         "iterations": [
             {
                 "iteration": r.iteration,
-                "val": r.evaluate.model_dump(include={"success", "ci", "per_task"}),
+                "val": r.evaluate.model_dump(include={"success", "ci", "per_task"})
+                if r.evaluate
+                else None,
                 "train_success": r.rollout.train_success,
                 "swap": r.swap.model_dump(include=SWAP_FIELDS) if r.swap else None,
                 **dpo_point(r.train.target),
             }
             for r in history
-            if r.evaluate is not None
         ],
         "commit": args.code,
         "loop_serving_dtype": config.server_dtype,
@@ -421,10 +424,23 @@ def dpo_sweep_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def sweep_eval_every(iterations: int) -> int:
+    """The sweep evaluates halfway and at the end: its rule reads the last iteration only,
+    and each `val` evaluation on a LoRA server (float32, an adapter decoding at about half
+    speed) costs ~460 s of a ~16-minute iteration (2e-5 was swept evaluating after every
+    iteration, 2026-12-07)."""
+    return max(1, iterations // 2)
+
+
+def final_val(row: dict[str, Any]) -> dict[str, Any]:
+    """A sweep row's `val` result after its last iteration."""
+    return row["iterations"][-1]["val"]
+
+
 def dpo_rate_chosen(sweep: list[dict[str, Any]], pinned: float) -> float:
     """The sweep's rule: the rate with the highest `val` success after the last iteration;
     the pinned one where its success lies inside that rate's 95% interval."""
-    final = {row["learning_rate"]: row["iterations"][-1]["val"] for row in sweep}
+    final = {row["learning_rate"]: final_val(row) for row in sweep}
     best = max(final, key=lambda rate: final[rate]["success"])
     low = final[best]["ci"][0]
     return pinned if pinned in final and final[pinned]["success"] >= low else best
