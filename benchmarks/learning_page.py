@@ -24,7 +24,6 @@ from learning_runs import (  # benchmarks/learning_runs.py
     dpo_rate_chosen,
     dpo_rates_to_run,
     dpo_rows_wait,
-    final_val,
     load,
     run_config,
     schedule,
@@ -711,14 +710,14 @@ def sweep_lines() -> list[str]:
     if not DPO_SWEEP.exists():
         return [*lines, "Not swept yet: the DPO rows wait for it."]
     saved = load(DPO_SWEEP)
-    rows = saved["rows"]
+    rows = saved.get("rows", [])  # none before the first rate finishes
     pinned = benchmark_config().dpo.learning_rate
     kept = None if dpo_rates_to_run(saved) else dpo_rate_chosen(rows, pinned)
     wait = dpo_rows_wait(saved, pinned)
     evaluated = sorted({p["iteration"] for r in rows for p in r["iterations"] if p["val"]})
     lines += [
         "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy "
-        f"on {len(final_val(rows[0])['per_task'])} `val` tasks after the iterations shown "
+        f"on {len(saved['warm_start']['val']['per_task'])} `val` tasks after the iterations shown "
         "(— where a rate was not evaluated) on the run's own server. The rule: the rate "
         "with the highest `val` "
         "success after the last iteration, the pinned one where its success lies inside "
@@ -726,10 +725,17 @@ def sweep_lines() -> list[str]:
         + ("" if kept is None else f" Kept: **{kept:g}**.")
         + ("" if wait is None else f" **The DPO rows wait**: {wait}."),
         "",
-        "| learning rate | val before training | "
-        + " | ".join(f"val after it {i}" for i in evaluated)
-        + " | val tasks whose outcome differs from the warm start's | training success | "
-        "DPO round | swaps | minutes | command |",
+        "| "
+        + " | ".join(
+            [
+                "learning rate",
+                "val before training",
+                *(f"val after it {i}" for i in evaluated),
+                "val tasks whose outcome differs from the warm start's",
+                *("training success", "DPO round", "swaps", "minutes", "command"),
+            ]
+        )
+        + " |",
         "|---|---|" + "---|" * (len(evaluated) + 6),
     ]
     warm = saved.get("warm_start", {}).get("val")
