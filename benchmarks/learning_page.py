@@ -715,34 +715,31 @@ def sweep_lines() -> list[str]:
     kept = None if dpo_rates_to_run(saved) else dpo_rate_chosen(rows, pinned)
     wait = dpo_rows_wait(saved, pinned)
     evaluated = sorted({p["iteration"] for r in rows for p in r["iterations"] if p["val"]})
+    header = [
+        "learning rate",
+        "val before training",
+        *(f"val after it {i}" for i in evaluated),
+        "val tasks whose outcome differs from the warm start's",
+        *("training success", "DPO round", "swaps", "minutes", "command"),
+    ]
     lines += [
-        "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy "
-        f"on {len(saved['warm_start']['val']['per_task'])} `val` tasks after the iterations shown "
-        "(— where a rate was not evaluated) on the run's own server. The rule: the rate "
-        "with the highest `val` "
-        "success after the last iteration, the pinned one where its success lies inside "
-        "that rate's 95% interval; nothing is kept before the whole declared grid has run."
+        "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy on "
+        f"{len(saved['warm_start']['val']['per_task'])} `val` tasks after the iterations "
+        "shown (— where a rate was not evaluated) on the run's own server. The rule: the "
+        "rate with the highest `val` success after the last iteration, the pinned one where "
+        "its success lies inside that rate's 95% interval; nothing is kept before the whole "
+        "declared grid has run."
         + ("" if kept is None else f" Kept: **{kept:g}**.")
         + ("" if wait is None else f" **The DPO rows wait**: {wait}."),
         "",
-        "| "
-        + " | ".join(
-            [
-                "learning rate",
-                "val before training",
-                *(f"val after it {i}" for i in evaluated),
-                "val tasks whose outcome differs from the warm start's",
-                *("training success", "DPO round", "swaps", "minutes", "command"),
-            ]
-        )
-        + " |",
-        "|---|---|" + "---|" * (len(evaluated) + 6),
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
     ]
     warm = saved.get("warm_start", {}).get("val")
     if warm:
         lines.append(
             f"| none (the warm start, a fresh server) | {_percent(warm['success'], warm['ci'])} "
-            + "| — " * (len(evaluated) + 6)
+            + "| — " * (len(header) - 2)
             + "|"
         )
     for row in sorted(rows, key=lambda r: r["learning_rate"]):

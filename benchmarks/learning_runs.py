@@ -427,8 +427,8 @@ def dpo_sweep_run(rate: float, args: argparse.Namespace) -> dict[str, Any]:
 def sweep_eval_every(iterations: int) -> int:
     """The sweep evaluates halfway and at the end: its rule reads the last iteration only,
     and each `val` evaluation on a LoRA server (float32, an adapter decoding at about half
-    speed) costs ~460 s of a ~16-minute iteration (2e-5 was swept evaluating after every
-    iteration, 2026-12-07)."""
+    speed) costs ~480 s of a ~18-minute iteration (2e-5, swept evaluating after every
+    iteration on 2026-12-07: 108 min)."""
     return max(1, iterations // 2)
 
 
