@@ -714,6 +714,7 @@ def sweep_lines() -> list[str]:
     pinned = benchmark_config().dpo.learning_rate
     kept = None if dpo_rates_to_run(saved) else dpo_rate_chosen(rows, pinned)
     wait = dpo_rows_wait(saved, pinned)
+    warm = saved["warm_start"]["val"]  # written before the first rate runs
     evaluated = sorted({p["iteration"] for r in rows for p in r["iterations"] if p["val"]})
     header = [
         "learning rate",
@@ -724,7 +725,7 @@ def sweep_lines() -> list[str]:
     ]
     lines += [
         "coevolve-dpo, seed 0, the benchmark's budget from the shared warm start, greedy on "
-        f"{len(saved['warm_start']['val']['per_task'])} `val` tasks after the iterations "
+        f"{len(warm['per_task'])} `val` tasks after the iterations "
         "shown (— where a rate was not evaluated) on the run's own server. The rule: the "
         "rate with the highest `val` success after the last iteration, the pinned one where "
         "its success lies inside that rate's 95% interval; nothing is kept before the whole "
@@ -735,13 +736,11 @@ def sweep_lines() -> list[str]:
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    warm = saved.get("warm_start", {}).get("val")
-    if warm:
-        lines.append(
-            f"| none (the warm start, a fresh server) | {_percent(warm['success'], warm['ci'])} "
-            + "| — " * (len(header) - 2)
-            + "|"
-        )
+    lines.append(
+        f"| none (the warm start, a fresh server) | {_percent(warm['success'], warm['ci'])} "
+        + "| — " * (len(header) - 2)
+        + "|"
+    )
     for row in sorted(rows, key=lambda r: r["learning_rate"]):
         its = row["iterations"]
         val_at = {p["iteration"]: p for p in its if p["val"]}
@@ -752,13 +751,9 @@ def sweep_lines() -> list[str]:
                 for i in evaluated
             )
             + " | "
-            + (
-                ", ".join(
-                    str(sum(p["val"]["per_task"][t] != v for t, v in warm["per_task"].items()))
-                    for p in val_at.values()
-                )
-                if warm
-                else "—"
+            + ", ".join(
+                str(sum(p["val"]["per_task"][t] != v for t, v in warm["per_task"].items()))
+                for p in val_at.values()
             )
             + " | "
             + ", ".join(f"{100 * p['train_success']:.0f}%" for p in its)
